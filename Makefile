@@ -1,0 +1,28 @@
+# Two entry points for a fresh machine: `make demo` and `make test` (see README.md).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test lint venv clean
+
+$(BIN)/gpu-oncall: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	@touch $@
+
+venv: $(BIN)/gpu-oncall
+
+demo: venv
+	$(BIN)/gpu-oncall demo --yes
+
+lint: venv
+	$(BIN)/ruff check bot integrations storage tests bench
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+test: lint
+	$(BIN)/python -m pytest
+
+clean:
+	rm -rf $(VENV) .gpu-oncall .pytest_cache .mypy_cache .ruff_cache *.egg-info

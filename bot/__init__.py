@@ -1,0 +1,1 @@
+"""gpu-oncall: ChatOps incident response with a runbook engine for GPU clusters."""

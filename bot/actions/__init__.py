@@ -1,0 +1,1 @@
+"""Proposal -> approval -> execution: the action registry, approval policy, exactly-once runs."""

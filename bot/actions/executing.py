@@ -1,0 +1,115 @@
+"""Exactly-once execution of approved actions.
+
+Each action is claimed under the idempotency key (run, step, action, target) before it runs.
+The key is unique in the database, so a resumed run, a retried node or a second replica finds
+the existing claim and reuses its recorded result instead of acting twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from bot.actions.registry import ActionContext, ActionResult, ActionSpec
+from integrations.errors import IntegrationError
+
+
+@dataclass(frozen=True)
+class Claim:
+    claimed: bool
+    status: str  # running | succeeded | failed | skipped | dry_run
+    result: dict[str, Any]
+
+
+class ActionLedger(Protocol):
+    """Durable record of action executions, unique by idempotency key."""
+
+    def claim(
+        self,
+        *,
+        key: str,
+        run_id: str,
+        step_id: str,
+        action: str,
+        target: str,
+        params: Mapping[str, Any],
+        at: datetime,
+    ) -> Claim: ...
+
+    def finish(self, *, key: str, status: str, result: Mapping[str, Any], at: datetime) -> None: ...
+
+
+def idempotency_key(*, run_id: str, step_id: str, action: str, target: str) -> str:
+    raw = f"{run_id}/{step_id}/{action}/{target}"
+    return hashlib.sha256(raw.encode()).hexdigest()[:32]
+
+
+class MemoryLedger:
+    """An in-process ledger (tests, one-shot CLI runs without a database)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, Claim] = {}
+
+    def claim(
+        self,
+        *,
+        key: str,
+        run_id: str,
+        step_id: str,
+        action: str,
+        target: str,
+        params: Mapping[str, Any],
+        at: datetime,
+    ) -> Claim:
+        if key in self.rows:
+            existing = self.rows[key]
+            return Claim(False, existing.status, existing.result)
+        self.rows[key] = Claim(True, "running", {})
+        return self.rows[key]
+
+    def finish(self, *, key: str, status: str, result: Mapping[str, Any], at: datetime) -> None:
+        self.rows[key] = Claim(False, status, dict(result))
+
+
+def execute_once(
+    spec: ActionSpec,
+    ctx: ActionContext,
+    *,
+    ledger: ActionLedger,
+    step_id: str,
+    target: str,
+    params: Mapping[str, Any],
+    dry_run: bool,
+) -> dict[str, Any]:
+    """Run `spec` once for this key; a repeated call returns the first call's result."""
+    now = ctx.clock.now()
+    claim = ledger.claim(
+        key=ctx.idempotency_key,
+        run_id=ctx.run_id,
+        step_id=step_id,
+        action=spec.name,
+        target=target,
+        params=params,
+        at=now,
+    )
+    if not claim.claimed:
+        previous = dict(claim.result)
+        previous["repeated"] = True
+        previous.setdefault("outcome", claim.status)
+        previous.setdefault("detail", f"{spec.name} {target}: already {claim.status}")
+        return previous
+    if dry_run:
+        result = ActionResult("dry_run", f"dry run: would {spec.describe(target, params)}")
+        status = "dry_run"
+    else:
+        try:
+            result = spec.run(ctx, target, params)
+        except IntegrationError as exc:
+            result = ActionResult("failed", f"{spec.name} {target} failed: {exc}")
+        status = {"failed": "failed", "skipped": "skipped"}.get(result.outcome, "succeeded")
+    payload = result.to_dict() | {"action": spec.name, "target": target, "risk": spec.risk.value}
+    ledger.finish(key=ctx.idempotency_key, status=status, result=payload, at=ctx.clock.now())
+    return payload

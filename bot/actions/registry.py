@@ -1,0 +1,162 @@
+"""The action registry: every remediation the bot can carry out, with its risk level.
+
+Actions are idempotent ("already cordoned" is a result, not an error), return data, and never
+talk to Slack or the terminal themselves (presentation renders their results).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from enum import StrEnum
+from typing import Any
+
+from bot.clock import Clock
+from bot.errors import UserInputError
+from integrations.cluster import Cluster, Outcome
+from integrations.names import check_node_name
+from integrations.tickets import Ticket, Tickets
+
+
+class Risk(StrEnum):
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+
+
+@dataclass(frozen=True)
+class ActionContext:
+    cluster: Cluster
+    clock: Clock
+    tickets: Tickets
+    run_id: str
+    incident: str
+    idempotency_key: str
+    verdict: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    outcome: str  # changed | already_done | skipped | failed | dry_run
+    detail: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"outcome": self.outcome, "detail": self.detail, "data": self.data}
+
+
+ActionFn = Callable[[ActionContext, str, Mapping[str, Any]], ActionResult]
+
+
+@dataclass(frozen=True)
+class ActionSpec:
+    name: str
+    risk: Risk
+    help: str
+    target_kind: str  # node | workload
+    destructive: bool
+    run: ActionFn
+
+    def describe(self, target: str, params: Mapping[str, Any]) -> str:
+        extra = ", ".join(f"{k}={v}" for k, v in params.items())
+        return f"{self.name} {target}" + (f" ({extra})" if extra else "")
+
+
+class ActionRegistry:
+    def __init__(self, specs: list[ActionSpec]) -> None:
+        self._specs = {spec.name: spec for spec in specs}
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._specs
+
+    def __iter__(self) -> Any:
+        return iter(sorted(self._specs))
+
+    def names(self) -> list[str]:
+        return sorted(self._specs)
+
+    def get(self, name: str) -> ActionSpec:
+        try:
+            return self._specs[name]
+        except KeyError:
+            raise UserInputError(f"unknown action '{name}' (actions: {', '.join(self.names())})") from None
+
+
+def _cordon(ctx: ActionContext, target: str, params: Mapping[str, Any]) -> ActionResult:
+    outcome = ctx.cluster.cordon(check_node_name(target))
+    detail = "cordoned" if outcome is Outcome.CHANGED else "already cordoned"
+    return ActionResult(outcome.value, f"{target} {detail}")
+
+
+def _uncordon(ctx: ActionContext, target: str, params: Mapping[str, Any]) -> ActionResult:
+    outcome = ctx.cluster.uncordon(check_node_name(target))
+    detail = "uncordoned" if outcome is Outcome.CHANGED else "already schedulable"
+    return ActionResult(outcome.value, f"{target} {detail}")
+
+
+def _drain(ctx: ActionContext, target: str, params: Mapping[str, Any]) -> ActionResult:
+    grace = timedelta(seconds=float(params.get("grace_seconds", 30)))
+    report = ctx.cluster.drain(check_node_name(target), grace=grace)
+    if report.outcome is Outcome.ALREADY_DONE:
+        return ActionResult(report.outcome.value, f"{target} already drained")
+    detail = f"{target} drained: {len(report.evicted)} pod(s) evicted"
+    if report.blocked:
+        detail += f", {len(report.blocked)} blocked by a PodDisruptionBudget"
+    data = {"evicted": list(report.evicted), "skipped": list(report.skipped), "blocked": list(report.blocked)}
+    return ActionResult(report.outcome.value, detail, data)
+
+
+def _open_ticket(ctx: ActionContext, target: str, params: Mapping[str, Any]) -> ActionResult:
+    queue = str(params.get("queue", "ops"))
+    ticket = render_ticket(queue=queue, target=target, incident=ctx.incident, verdict=ctx.verdict)
+    ticket_id = ctx.tickets.open(ticket, idempotency_key=ctx.idempotency_key)
+    return ActionResult(
+        Outcome.CHANGED.value,
+        f"opened {queue} ticket {ticket_id} for {target}",
+        {"ticket_id": ticket_id, "queue": queue, "title": ticket.title, "body": ticket.body},
+    )
+
+
+def _needs_node_agent(name: str) -> ActionFn:
+    def run(ctx: ActionContext, target: str, params: Mapping[str, Any]) -> ActionResult:
+        check_node_name(target)
+        return ActionResult(
+            "skipped",
+            f"{name} {target} needs a node-agent hook, and none is configured; "
+            "open a ticket or run it by hand",
+        )
+
+    return run
+
+
+def render_ticket(*, queue: str, target: str, incident: str, verdict: Mapping[str, Any]) -> Ticket:
+    """A ticket pre-filled with the evidence (XID codes, ECC counts, remap state, GPU UUIDs)."""
+    findings = verdict.get("findings", [])
+    culprits = verdict.get("culprit_details", [])
+    lines = [f"Incident {incident}: {verdict.get('summary', '')}", "", "Evidence:"]
+    for finding in findings:
+        lines.append(f"- [{finding['severity']}] {finding['summary']}")
+        for ev in finding.get("evidence", [])[:5]:
+            labels = ", ".join(f"{k}={v}" for k, v in ev.get("labels", {}).items())
+            lines.append(f"    {ev['what']} = {ev.get('value')} {labels}".rstrip())
+    uuids = sorted({c["uuid"] for c in culprits if c.get("uuid")})
+    gpus = sorted({c["gpu"] for c in culprits if c.get("gpu")})
+    title = f"[{queue.upper()}] {target}" + (f" GPU {', '.join(gpus)}" if gpus else "")
+    title += f": {verdict.get('layer', 'unknown')} fault ({incident})"
+    fields = {"node": target, "incident": incident, "gpus": gpus, "gpu_uuids": uuids}
+    return Ticket(queue=queue, title=title, body="\n".join(lines), fields=fields)
+
+
+def default_registry() -> ActionRegistry:
+    """The built-in actions. Risk levels drive the approval policy."""
+    return ActionRegistry(
+        [
+            ActionSpec("cordon", Risk.MEDIUM, "Mark the node unschedulable", "node", False, _cordon),
+            ActionSpec("uncordon", Risk.LOW, "Make the node schedulable again", "node", False, _uncordon),
+            ActionSpec("drain", Risk.HIGH, "Evict the node's pods (Eviction API, respects PDBs)", "node", True, _drain),
+            ActionSpec("open_ticket", Risk.LOW, "Open an RMA/fabric/facility ticket with the evidence", "node", False, _open_ticket),
+            ActionSpec("gpu_reset", Risk.HIGH, "Reset a GPU (nvidia-smi -r) via the node agent", "node", True, _needs_node_agent("gpu_reset")),
+            ActionSpec("reboot", Risk.HIGH, "Reboot the node via the node agent", "node", True, _needs_node_agent("reboot")),
+        ]
+    )

@@ -1,0 +1,1 @@
+"""Evidence -> verdict. Pure: no I/O imports (checked by import-linter)."""

@@ -1,0 +1,139 @@
+"""Findings: what a check concluded, with its evidence and its culprit.
+
+Plain frozen dataclasses with lossless `to_dict`/`from_dict`, because findings travel through the
+checkpointed graph state (JSON only) and into the timeline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from bot.diagnosis.layers import Layer, Severity
+
+
+class CheckStatus(StrEnum):
+    FIRED = "fired"  # the condition held: a finding
+    PASSED = "passed"  # the condition was evaluated on data and did not hold: ruled out
+    UNKNOWN = "unknown"  # the data needed was missing: neither fired nor ruled out
+
+
+@dataclass(frozen=True)
+class Culprit:
+    """Where the fault is: node, and when known the GPU index, HCA port, pod or workload."""
+
+    node: str | None = None
+    gpu: str | None = None
+    hca: str | None = None
+    pod: str | None = None
+    workload: str | None = None
+    uuid: str | None = None
+
+    @property
+    def name(self) -> str:
+        """The culprit as reported in a verdict: the node, else the workload."""
+        return self.node or self.workload or self.pod or ""
+
+    def describe(self) -> str:
+        parts = [self.node or self.workload or self.pod or "?"]
+        if self.gpu not in (None, ""):
+            parts.append(f"GPU {self.gpu}")
+        if self.uuid:
+            parts.append(self.uuid)
+        if self.hca:
+            parts.append(f"HCA {self.hca}")
+        if self.pod and self.pod != parts[0]:
+            parts.append(f"pod {self.pod}")
+        return " / ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v not in (None, "")}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Culprit:
+        return cls(**{k: (None if v is None else str(v)) for k, v in data.items()})
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One observed value (or log line) that supports a finding."""
+
+    source: str  # step id
+    what: str  # signal name or log signature
+    value: float | str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Evidence:
+        return cls(
+            source=data["source"],
+            what=data["what"],
+            value=data.get("value"),
+            labels=dict(data.get("labels", {})),
+        )
+
+
+@dataclass(frozen=True)
+class Finding:
+    check_id: str
+    layer: Layer
+    severity: Severity
+    summary: str
+    culprit: Culprit
+    evidence: tuple[Evidence, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "check_id": self.check_id,
+            "layer": self.layer.value,
+            "severity": self.severity.value,
+            "summary": self.summary,
+            "culprit": self.culprit.to_dict(),
+            "evidence": [e.to_dict() for e in self.evidence],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Finding:
+        return cls(
+            check_id=data["check_id"],
+            layer=Layer(data["layer"]),
+            severity=Severity(data["severity"]),
+            summary=data["summary"],
+            culprit=Culprit.from_dict(data.get("culprit", {})),
+            evidence=tuple(Evidence.from_dict(e) for e in data.get("evidence", [])),
+        )
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    """The result of one check step, as localization sees it."""
+
+    check_id: str
+    layer: Layer
+    status: CheckStatus
+    finding: Finding | None = None
+    missing_signals: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "check_id": self.check_id,
+            "layer": self.layer.value,
+            "status": self.status.value,
+            "finding": self.finding.to_dict() if self.finding else None,
+            "missing_signals": list(self.missing_signals),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CheckOutcome:
+        finding = data.get("finding")
+        return cls(
+            check_id=data["check_id"],
+            layer=Layer(data["layer"]),
+            status=CheckStatus(data["status"]),
+            finding=Finding.from_dict(finding) if finding else None,
+            missing_signals=tuple(data.get("missing_signals", [])),
+        )

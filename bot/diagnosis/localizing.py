@@ -1,0 +1,156 @@
+"""Localization: check outcomes -> a verdict (layer, confidence, culprits, ruled out, missing).
+
+Layers are scored by the severity of their findings. The verdict is the *lowest* layer with
+strong evidence (a critical finding, or warnings adding up), because a failure is cheapest to
+localize where it originates and symptoms propagate upward (a bad IB link shows up as an NCCL
+hang and an MFU drop; DESIGN §5). With no strong evidence anywhere the highest-scoring layer wins;
+with no findings at all the target is healthy (`none`). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bot.diagnosis.findings import CheckOutcome, CheckStatus, Culprit, Finding
+from bot.diagnosis.layers import SEVERITY_WEIGHT, Layer, Severity, layer_rank
+
+#: A layer is "strong" when its findings weigh at least this much (one critical, or 2 warnings).
+STRONG_EVIDENCE = 2.0
+
+
+@dataclass(frozen=True)
+class Verdict:
+    layer: Layer
+    confidence: float
+    culprits: tuple[str, ...]
+    culprit_details: tuple[Culprit, ...]
+    findings: tuple[Finding, ...]
+    ranked: tuple[tuple[Layer, float], ...]
+    ruled_out: tuple[Layer, ...]
+    missing_signals: tuple[str, ...]
+    summary: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "layer": self.layer.value,
+            "confidence": round(self.confidence, 3),
+            "culprits": list(self.culprits),
+            "culprit_details": [c.to_dict() for c in self.culprit_details],
+            "findings": [f.to_dict() for f in self.findings],
+            "ranked": [[layer.value, round(score, 3)] for layer, score in self.ranked],
+            "ruled_out": [layer.value for layer in self.ruled_out],
+            "missing_signals": list(self.missing_signals),
+            "summary": self.summary,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Verdict:
+        return cls(
+            layer=Layer(data["layer"]),
+            confidence=float(data["confidence"]),
+            culprits=tuple(data.get("culprits", [])),
+            culprit_details=tuple(Culprit.from_dict(c) for c in data.get("culprit_details", [])),
+            findings=tuple(Finding.from_dict(f) for f in data.get("findings", [])),
+            ranked=tuple((Layer(layer), float(score)) for layer, score in data.get("ranked", [])),
+            ruled_out=tuple(Layer(layer) for layer in data.get("ruled_out", [])),
+            missing_signals=tuple(data.get("missing_signals", [])),
+            summary=data.get("summary", ""),
+        )
+
+
+def localize(outcomes: Sequence[CheckOutcome]) -> Verdict:
+    """Rank layers by their findings and pick the verdict layer (see module docstring)."""
+    findings = [o.finding for o in outcomes if o.status is CheckStatus.FIRED and o.finding]
+    scores: dict[Layer, float] = {}
+    for finding in findings:
+        scores[finding.layer] = scores.get(finding.layer, 0.0) + SEVERITY_WEIGHT[finding.severity]
+    missing = tuple(sorted({s for o in outcomes for s in o.missing_signals}))
+    ruled_out = _ruled_out(outcomes, scores)
+    if not scores:
+        return _healthy(outcomes, ruled_out, missing)
+
+    ranked = tuple(sorted(scores.items(), key=lambda item: (-item[1], layer_rank(item[0]))))
+    strong = [layer for layer, score in scores.items() if _is_strong(layer, score, findings)]
+    top = min(strong, key=layer_rank) if strong else ranked[0][0]
+    ranked = ((top, scores[top]), *[(layer, s) for layer, s in ranked if layer is not top])
+    top_findings = sorted(
+        (f for f in findings if f.layer is top),
+        key=lambda f: -SEVERITY_WEIGHT[f.severity],
+    )
+    details = _unique_culprits(top_findings)
+    culprits = tuple(dict.fromkeys(c.name for c in details if c.name))
+    confidence = _confidence(scores, top, outcomes)
+    others = [f for f in findings if f.layer is not top]
+    summary = _summary(top, details, top_findings)
+    return Verdict(
+        layer=top,
+        confidence=confidence,
+        culprits=culprits,
+        culprit_details=details,
+        findings=(*top_findings, *others),
+        ranked=ranked,
+        ruled_out=ruled_out,
+        missing_signals=missing,
+        summary=summary,
+    )
+
+
+def _is_strong(layer: Layer, score: float, findings: Sequence[Finding]) -> bool:
+    critical = any(f.layer is layer and f.severity is Severity.CRITICAL for f in findings)
+    return critical or score >= STRONG_EVIDENCE
+
+
+def _ruled_out(outcomes: Sequence[CheckOutcome], scores: dict[Layer, float]) -> tuple[Layer, ...]:
+    passed = {o.layer for o in outcomes if o.status is CheckStatus.PASSED}
+    return tuple(sorted(passed - set(scores), key=layer_rank))
+
+
+def _unique_culprits(findings: Sequence[Finding]) -> tuple[Culprit, ...]:
+    seen: dict[tuple[str | None, ...], Culprit] = {}
+    for finding in findings:
+        c = finding.culprit
+        key = (c.node, c.gpu, c.hca, c.pod, c.workload)
+        if c.name and key not in seen:
+            seen[key] = c
+    # A culprit that only names a node is subsumed by a more precise one on the same node.
+    precise = {c.node for c in seen.values() if c.gpu or c.hca or c.pod}
+    return tuple(c for c in seen.values() if c.gpu or c.hca or c.pod or c.node not in precise)
+
+
+def _confidence(scores: dict[Layer, float], top: Layer, outcomes: Sequence[CheckOutcome]) -> float:
+    total = sum(scores.values())
+    share = scores[top] / total if total else 0.0
+    evaluated = [o for o in outcomes if o.status is not CheckStatus.UNKNOWN]
+    coverage = len(evaluated) / len(outcomes) if outcomes else 0.0
+    strength = min(1.0, scores[top] / (STRONG_EVIDENCE * 1.5))
+    value = share * (0.6 + 0.25 * coverage + 0.15 * strength)
+    return max(0.05, min(0.99, value))
+
+
+def _healthy(
+    outcomes: Sequence[CheckOutcome], ruled_out: tuple[Layer, ...], missing: tuple[str, ...]
+) -> Verdict:
+    evaluated = sum(1 for o in outcomes if o.status is CheckStatus.PASSED)
+    confidence = evaluated / len(outcomes) if outcomes else 0.0
+    summary = f"No fault found: {evaluated} of {len(outcomes)} checks passed"
+    if missing:
+        summary += f"; missing signals: {', '.join(missing)}"
+    return Verdict(
+        layer=Layer.NONE,
+        confidence=max(0.05, min(0.99, confidence)),
+        culprits=(),
+        culprit_details=(),
+        findings=(),
+        ranked=(),
+        ruled_out=ruled_out,
+        missing_signals=missing,
+        summary=summary,
+    )
+
+
+def _summary(top: Layer, culprits: Sequence[Culprit], findings: Sequence[Finding]) -> str:
+    where = ", ".join(c.describe() for c in culprits) or "no specific culprit"
+    lead = findings[0].summary if findings else ""
+    return f"{top.value} fault at {where}" + (f": {lead}" if lead else "")

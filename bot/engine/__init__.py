@@ -1,0 +1,1 @@
+"""Runbook YAML -> LangGraph run: schema, loading, expressions, templates, compiling, running."""

@@ -1,0 +1,85 @@
+"""Compile a loaded runbook into a LangGraph StateGraph: one node per step, edges from the data
+dependencies found at load time. Steps with no dependency between them run concurrently
+(LangGraph runs parallel branches of sync nodes on its thread pool); a step with several
+dependencies waits for all of them (a join edge).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from langgraph.graph import END, START, StateGraph
+
+from bot.engine.loading import LoadedRunbook
+from bot.engine.schema import Step, StepKind
+from bot.engine.state import Deps, RunState
+from bot.engine.steps.check import make_check_node
+from bot.engine.steps.gather import NodeFn, make_cluster_node, make_signal_node
+from bot.engine.steps.localize import make_localize_node
+from bot.engine.steps.remediate import (
+    make_act_node,
+    make_approve_node,
+    make_propose_node,
+    make_verify_node,
+)
+
+_FACTORIES: dict[StepKind, Callable[[Step, LoadedRunbook], NodeFn]] = {
+    StepKind.SIGNAL: make_signal_node,
+    StepKind.CLUSTER: make_cluster_node,
+    StepKind.CHECK: make_check_node,
+    StepKind.LOCALIZE: make_localize_node,
+    StepKind.PROPOSE: make_propose_node,
+    StepKind.APPROVE: make_approve_node,
+    StepKind.ACT: make_act_node,
+    StepKind.VERIFY: make_verify_node,
+}
+
+
+def build_graph(loaded: LoadedRunbook) -> StateGraph[RunState, Deps, RunState, RunState]:
+    """The runbook's StateGraph (not yet compiled with a checkpointer)."""
+    graph: StateGraph[RunState, Deps, RunState, RunState] = StateGraph(RunState, context_schema=Deps)
+    for step in loaded.runbook.steps:
+        graph.add_node(step.id, _FACTORIES[step.kind](step, loaded))  # type: ignore[call-overload]
+    has_dependents: set[str] = set()
+    for step in loaded.runbook.steps:
+        deps = sorted(loaded.deps[step.id])
+        has_dependents.update(deps)
+        if not deps:
+            graph.add_edge(START, step.id)
+        elif len(deps) == 1:
+            graph.add_edge(deps[0], step.id)
+        else:
+            graph.add_edge(deps, step.id)
+    for step in loaded.runbook.steps:
+        if step.id not in has_dependents:
+            graph.add_edge(step.id, END)
+    return graph
+
+
+def render_mermaid(loaded: LoadedRunbook) -> str:
+    """The runbook's step graph as a Mermaid flowchart (for `gpu-oncall runbooks graph`)."""
+    lines = ["flowchart TD", "  start([start])"]
+    for step in loaded.runbook.steps:
+        label = f"{step.id}<br/>{step.kind.value}"
+        detail = step.signal or step.cluster or step.layer or ""
+        if detail:
+            label += f": {detail}"
+        shape = ("{{", "}}") if step.kind is StepKind.APPROVE else ("[", "]")
+        lines.append(f'  {step.id}{shape[0]}"{label}"{shape[1]}')
+    ends = set(s.id for s in loaded.runbook.steps) - {d for v in loaded.deps.values() for d in v}
+    for step in loaded.runbook.steps:
+        for dep in sorted(loaded.deps[step.id]) or ["start"]:
+            lines.append(f"  {dep} --> {step.id}")
+    lines.append("  finish([end])")
+    lines.extend(f"  {sid} --> finish" for sid in sorted(ends))
+    return "\n".join(lines) + "\n"
+
+
+def graph_stats(loaded: LoadedRunbook) -> dict[str, Any]:
+    """How many steps start concurrently, and the longest dependency chain."""
+    depth: dict[str, int] = {}
+    for step in loaded.runbook.steps:
+        depth[step.id] = 1 + max((depth.get(d, 0) for d in loaded.deps[step.id]), default=0)
+    roots = [s.id for s in loaded.runbook.steps if not loaded.deps[s.id]]
+    return {"steps": len(depth), "concurrent_roots": len(roots), "depth": max(depth.values())}

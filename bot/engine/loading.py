@@ -1,0 +1,264 @@
+"""Load runbook YAML files: parse, validate, compile expressions and templates, find the data
+dependencies between steps. Every error names the file, the step id and the field.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from bot.diagnosis.layers import Layer
+from bot.engine.expressions import Expression, ExpressionError, compile_expression
+from bot.engine.schema import Runbook, Step, StepKind
+from bot.engine.templates import MessageTemplate, TemplateRenderError, compile_template
+from bot.errors import RunbookError
+
+#: Names every expression and template may use besides inputs and step ids.
+BUILTIN_NAMES = frozenset({"target", "run_id", "runbook"})
+
+#: Step kinds that wait for every step of the previous stage, in flow order.
+_STAGE_AFTER: dict[StepKind, tuple[StepKind, ...]] = {
+    StepKind.LOCALIZE: (StepKind.CHECK,),
+    StepKind.PROPOSE: (StepKind.LOCALIZE,),
+    StepKind.APPROVE: (StepKind.PROPOSE,),
+    StepKind.ACT: (StepKind.APPROVE, StepKind.PROPOSE),
+    StepKind.VERIFY: (StepKind.ACT,),
+}
+
+
+@dataclass(frozen=True)
+class LoadedRunbook:
+    """A validated runbook with its compiled expressions/templates and step dependencies."""
+
+    runbook: Runbook
+    file: str
+    expressions: Mapping[tuple[str, str], Expression] = field(default_factory=dict)
+    templates: Mapping[tuple[str, str], MessageTemplate] = field(default_factory=dict)
+    deps: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.runbook.name
+
+    def expression(self, step_id: str, name: str) -> Expression:
+        return self.expressions[(step_id, name)]
+
+    def template(self, step_id: str, name: str) -> MessageTemplate:
+        return self.templates[(step_id, name)]
+
+
+def load_runbook_file(
+    path: Path, *, signals: Collection[str], actions: Collection[str]
+) -> LoadedRunbook:
+    """Read one runbook file. Raises RunbookError naming file, step and field."""
+    file = str(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise RunbookError(f"cannot read: {exc.strerror}", file=file) from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        raise RunbookError(f"{where}not valid YAML ({getattr(exc, 'problem', exc)})", file=file) from exc
+    return parse_runbook(raw, file=file, signals=signals, actions=actions)
+
+
+def parse_runbook(
+    raw: Any, *, file: str, signals: Collection[str], actions: Collection[str]
+) -> LoadedRunbook:
+    """Validate an already-parsed YAML document as a runbook."""
+    if not isinstance(raw, dict):
+        raise RunbookError("a runbook must be a YAML mapping", file=file)
+    try:
+        runbook = Runbook.model_validate(raw)
+    except ValidationError as exc:
+        raise _schema_error(exc, raw, file) from exc
+    return _Linker(runbook, file, signals=signals, actions=actions).link()
+
+
+def _schema_error(exc: ValidationError, raw: dict[str, Any], file: str) -> RunbookError:
+    first = exc.errors()[0]
+    loc = [str(p) for p in first["loc"]]
+    message = first["msg"].removeprefix("Value error, ")
+    if len(loc) >= 2 and loc[0] == "steps" and loc[1].isdigit():
+        steps = raw.get("steps") or []
+        index = int(loc[1])
+        step = steps[index] if index < len(steps) and isinstance(steps[index], dict) else {}
+        step_id = str(step.get("id", f"#{index + 1}"))
+        return RunbookError(message, file=file, step=step_id, field=".".join(loc[2:]) or None)
+    return RunbookError(message, file=file, field=".".join(loc) or None)
+
+
+class _Linker:
+    """Checks cross-references and compiles every expression and template of one runbook."""
+
+    def __init__(
+        self, runbook: Runbook, file: str, *, signals: Collection[str], actions: Collection[str]
+    ) -> None:
+        self.runbook, self.file = runbook, file
+        self.signals, self.actions = signals, actions
+        self.step_ids = [s.id for s in runbook.steps]
+        self.expressions: dict[tuple[str, str], Expression] = {}
+        self.templates: dict[tuple[str, str], MessageTemplate] = {}
+        self.reads: dict[str, set[str]] = {s.id: set() for s in runbook.steps}
+
+    def error(self, message: str, step: Step | None = None, field: str | None = None) -> RunbookError:
+        return RunbookError(message, file=self.file, step=step.id if step else None, field=field)
+
+    def link(self) -> LoadedRunbook:
+        self._check_ids()
+        for step in self.runbook.steps:
+            self._link_step(step)
+        deps = self._dependencies()
+        self._check_cycles(deps)
+        self._check_unused()
+        return LoadedRunbook(
+            runbook=self.runbook,
+            file=self.file,
+            expressions=self.expressions,
+            templates=self.templates,
+            deps=deps,
+        )
+
+    def _check_ids(self) -> None:
+        seen: set[str] = set()
+        for step in self.runbook.steps:
+            if step.id in seen:
+                raise self.error("duplicate step id", step, "id")
+            if step.id in self.runbook.inputs or step.id in BUILTIN_NAMES:
+                raise self.error("step id clashes with an input or built-in name", step, "id")
+            seen.add(step.id)
+
+    def _known_names(self) -> set[str]:
+        return set(self.step_ids) | set(self.runbook.inputs) | BUILTIN_NAMES
+
+    def _reference_check(self, step: Step, field: str, names: frozenset[str]) -> None:
+        known = self._known_names()
+        for name in sorted(names):
+            if name not in known:
+                hint = difflib.get_close_matches(name, self.step_ids, n=1)
+                suggestion = f"; did you mean '{hint[0]}'?" if hint else ""
+                raise self.error(
+                    f"unknown step '{name}' (steps: {', '.join(self.step_ids)}){suggestion}",
+                    step,
+                    field,
+                )
+            if name == step.id:
+                raise self.error("a step cannot read its own output", step, field)
+            if name in self.step_ids:
+                self.reads[step.id].add(name)
+
+    def _expr(self, step: Step, field: str, source: str) -> None:
+        try:
+            expression = compile_expression(source)
+        except ExpressionError as exc:
+            raise self.error(f"bad expression {exc}", step, field) from exc
+        self._reference_check(step, field, expression.variables)
+        self.expressions[(step.id, field)] = expression
+
+    def _tmpl(self, step: Step, field: str, source: str) -> None:
+        try:
+            template = compile_template(source)
+        except TemplateRenderError as exc:
+            raise self.error(f"bad template {exc}", step, field) from exc
+        self._reference_check(step, field, template.variables)
+        self.templates[(step.id, field)] = template
+
+    def _signal(self, step: Step, field: str, name: str) -> None:
+        if name not in self.signals:
+            hint = difflib.get_close_matches(name, list(self.signals), n=3)
+            suggestion = f" (did you mean: {', '.join(hint)})" if hint else ""
+            raise self.error(f"unknown signal '{name}'{suggestion}", step, field)
+
+    def _link_step(self, step: Step) -> None:
+        for key, value in step.with_.items():
+            self._tmpl(step, f"with.{key}", value)
+        for after in step.after:
+            if after not in self.step_ids:
+                raise self.error(f"unknown step '{after}' (steps: {', '.join(self.step_ids)})", step, "after")
+            self.reads[step.id].add(after)
+        kind = step.kind
+        if kind is StepKind.SIGNAL and step.signal is not None:
+            self._signal(step, "signal", step.signal)
+        elif kind is StepKind.CHECK and step.check is not None:
+            self._link_check(step, step.check)
+        elif kind is StepKind.PROPOSE and step.propose is not None:
+            self._link_propose(step)
+        elif kind is StepKind.VERIFY and step.verify is not None:
+            self._signal(step, "verify.signal", step.verify.signal)
+            try:
+                expect = compile_expression(step.verify.expect)
+            except ExpressionError as exc:
+                raise self.error(f"bad expression {exc}", step, "verify.expect") from exc
+            self.expressions[(step.id, "verify.expect")] = expect
+            if step.verify.when is not None:
+                self._expr(step, "verify.when", step.verify.when)
+
+    def _link_check(self, step: Step, source: str) -> None:
+        if step.layer not in {layer.value for layer in Layer} - {Layer.NONE.value}:
+            valid = ", ".join(layer.value for layer in Layer if layer is not Layer.NONE)
+            raise self.error(f"unknown layer '{step.layer}' (layers: {valid})", step, "layer")
+        self._expr(step, "check", source)
+        if step.finding is not None:
+            self._tmpl(step, "finding", step.finding)
+        for key, value in step.culprit.items():
+            if key not in {"node", "gpu", "hca", "pod", "workload", "uuid"}:
+                raise self.error(f"unknown culprit field '{key}' (node, gpu, hca, pod, workload, uuid)", step, f"culprit.{key}")
+            self._tmpl(step, f"culprit.{key}", value)
+
+    def _link_propose(self, step: Step) -> None:
+        for index, proposal in enumerate(step.propose or []):
+            where = f"propose.{index}"
+            if proposal.action not in self.actions:
+                valid = ", ".join(sorted(self.actions))
+                raise self.error(f"unknown action '{proposal.action}' (actions: {valid})", step, f"{where}.action")
+            if proposal.when is not None:
+                self._expr(step, f"{where}.when", proposal.when)
+            if proposal.target is not None:
+                self._tmpl(step, f"{where}.target", proposal.target)
+            for key, value in proposal.params.items():
+                if isinstance(value, str):
+                    self._tmpl(step, f"{where}.params.{key}", value)
+
+    def _dependencies(self) -> dict[str, frozenset[str]]:
+        by_kind: dict[StepKind, list[str]] = {}
+        for step in self.runbook.steps:
+            by_kind.setdefault(step.kind, []).append(step.id)
+        deps: dict[str, frozenset[str]] = {}
+        for step in self.runbook.steps:
+            implicit = {sid for k in _STAGE_AFTER.get(step.kind, ()) for sid in by_kind.get(k, [])}
+            deps[step.id] = frozenset((self.reads[step.id] | implicit) - {step.id})
+        return deps
+
+    def _check_cycles(self, deps: Mapping[str, frozenset[str]]) -> None:
+        state: dict[str, int] = {}
+
+        def visit(node: str, path: list[str]) -> None:
+            if state.get(node) == 2:
+                return
+            if state.get(node) == 1:
+                cycle = " -> ".join([*path[path.index(node):], node])
+                raise self.error(f"steps depend on each other in a cycle: {cycle}", self.runbook.step(node), "after")
+            state[node] = 1
+            for dep in sorted(deps[node]):
+                visit(dep, [*path, node])
+            state[node] = 2
+
+        for step_id in self.step_ids:
+            visit(step_id, [])
+
+    def _check_unused(self) -> None:
+        read = set().union(*self.reads.values()) if self.reads else set()
+        for step in self.runbook.steps:
+            if step.kind in (StepKind.SIGNAL, StepKind.CLUSTER) and step.id not in read:
+                raise self.error(
+                    "unreachable: no check, proposal or template reads this step's output",
+                    step,
+                    step.kind.value,
+                )

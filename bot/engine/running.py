@@ -1,0 +1,233 @@
+"""Start, resume and record runbook runs.
+
+A run is a LangGraph thread (thread_id = run id) checkpointed after every step, so a run that
+stops at its approval survives a restart. This module is a boundary: it turns each step's output
+into timeline events, findings, approvals and incident transitions, and it records a
+`step_failed` event for anything that escapes a node before re-raising it.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.types import Command
+from sqlalchemy.engine import Engine
+
+from bot.actions.policy import check_approver
+from bot.actions.registry import Risk
+from bot.engine.catalog import RunbookCatalog
+from bot.engine.compiling import build_graph
+from bot.engine.loading import LoadedRunbook
+from bot.engine.recording import Recorder
+from bot.engine.state import Deps, RunState
+from bot.engine.steps.common import parse_duration
+from bot.errors import NotFound, RunStateError, UserInputError
+from integrations.errors import InvalidName, NodeNotFound
+from integrations.names import check_node_name
+from storage import approvals as approval_store
+from storage import runs as run_store
+from storage.db import session_scope
+
+logger = logging.getLogger(__name__)
+
+StepCallback = Callable[[str, Mapping[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    run_id: str
+    incident: str
+    runbook: str
+    status: str  # completed | awaiting_approval | rejected | failed
+    steps: dict[str, Any] = field(default_factory=dict)
+    approval: dict[str, Any] | None = None
+
+    @property
+    def verdict(self) -> dict[str, Any]:
+        for output in self.steps.values():
+            if output.get("kind") == "localize":
+                return dict(output)
+        return {}
+
+
+class RunEngine:
+    """Runs runbooks against the injected Deps, persisting into the database and checkpointer."""
+
+    def __init__(
+        self,
+        *,
+        deps: Deps,
+        db: Engine,
+        checkpointer: BaseCheckpointSaver[Any],
+        catalog: RunbookCatalog,
+    ) -> None:
+        self.deps, self.db, self.checkpointer, self.catalog = deps, db, checkpointer, catalog
+        self._compiled: dict[str, Any] = {}
+
+    def _app(self, loaded: LoadedRunbook) -> Any:
+        if loaded.name not in self._compiled:
+            self._compiled[loaded.name] = build_graph(loaded).compile(checkpointer=self.checkpointer)
+        return self._compiled[loaded.name]
+
+    # -- start -------------------------------------------------------------------------------
+    def start(
+        self,
+        loaded: LoadedRunbook,
+        *,
+        inputs: Mapping[str, Any],
+        incident_id: int,
+        requester: str,
+        on_step: StepCallback | None = None,
+    ) -> RunOutcome:
+        """Validate inputs, record the run and drive it until it ends or waits for approval."""
+        resolved = resolve_inputs(loaded, inputs)
+        target_name = loaded.runbook.target_input
+        target = str(resolved.get(target_name, "")) if target_name else ""
+        if target_name and loaded.runbook.inputs[target_name].type == "node":
+            self._check_node_exists(target)
+        run_id = uuid.uuid4().hex
+        now = self.deps.clock.now()
+        with session_scope(self.db) as session:
+            run_store.create_run(
+                session, run_id=run_id, incident_id=incident_id, runbook=loaded.name,
+                inputs=resolved | {"requester": requester}, at=now,
+            )
+            Recorder(session, self.deps.clock).run_started(incident_id, run_id, loaded, target, requester)
+        state: RunState = {
+            "run_id": run_id,
+            "runbook": loaded.name,
+            "incident": f"INC-{incident_id}",
+            "inputs": resolved | {"requester": requester},
+            "target": target,
+            "steps": {},
+        }
+        return self._drive(loaded, run_id, incident_id, state, on_step)
+
+    def _check_node_exists(self, node: str) -> None:
+        try:
+            self.deps.cluster.nodes([node])
+        except NodeNotFound as exc:
+            raise NotFound(str(exc)) from exc
+
+    # -- resume ------------------------------------------------------------------------------
+    def resume(
+        self,
+        run_id: str,
+        *,
+        decision: str,
+        actor: str,
+        reason: str = "",
+        on_step: StepCallback | None = None,
+    ) -> RunOutcome:
+        """Approve or reject the run's pending approval and drive the run to its end."""
+        if decision not in ("approve", "reject"):
+            raise UserInputError(f"decision must be approve or reject, not '{decision}'")
+        now = self.deps.clock.now()
+        with session_scope(self.db) as session:
+            run = run_store.get_run(session, run_id)
+            if run is None:
+                raise NotFound(f"unknown run '{run_id}'")
+            pending = approval_store.pending_approval_for(session, run_id=run_id)
+            if pending is None:
+                raise RunStateError(f"run {run_id[:8]} is {run.status}: it has no pending approval")
+            loaded = self.catalog.get(run.runbook)
+            incident_id = run.incident_id
+            if decision == "approve":
+                risks = [Risk(p["risk"]) for p in pending.payload.get("proposals", [])]
+                requester = str(pending.payload.get("requester", ""))
+                check_approver(self.deps.policy, actor=actor, requester=requester, risks=risks)
+            approval_store.decide_approval(
+                session, approval_id=pending.id, state="approved" if decision == "approve" else "rejected",
+                actor=actor, reason=reason or None, at=now,
+            )
+        answer = {"decision": decision, "actor": actor, "at": now.isoformat(), "reason": reason}
+        return self._drive(loaded, run_id, incident_id, Command(resume=answer), on_step)
+
+    # -- driving -----------------------------------------------------------------------------
+    def _drive(
+        self,
+        loaded: LoadedRunbook,
+        run_id: str,
+        incident_id: int,
+        graph_input: Any,
+        on_step: StepCallback | None,
+    ) -> RunOutcome:
+        app = self._app(loaded)
+        config = {"configurable": {"thread_id": run_id}}
+        approval: dict[str, Any] | None = None
+        try:
+            for update in app.stream(
+                graph_input, config, context=self.deps, stream_mode="updates", durability="sync"
+            ):
+                for node, value in update.items():
+                    if node == "__interrupt__":
+                        approval = dict(value[0].value)
+                        self._record(incident_id, run_id, lambda r, a=approval: r.approval_requested(incident_id, run_id, a))
+                        continue
+                    for step_id, output in (value or {}).get("steps", {}).items():
+                        self._record(incident_id, run_id, lambda r, s=step_id, o=output: r.step(incident_id, run_id, loaded, s, o))
+                        if on_step is not None:
+                            on_step(step_id, output)
+        except Exception as exc:  # boundary: record, then re-raise
+            ref = uuid.uuid4().hex[:6]
+            logger.exception("run failed", extra={"run_id": run_id, "incident_id": incident_id, "ref": ref})
+            self._record(incident_id, run_id, lambda r: r.run_failed(incident_id, run_id, exc, ref))
+            raise
+        steps = dict(app.get_state(config).values.get("steps", {}))
+        status = "awaiting_approval" if approval else self._final_status(steps)
+        if not approval:
+            self._record(incident_id, run_id, lambda r: r.run_finished(incident_id, run_id, loaded, steps, status))
+        return RunOutcome(
+            run_id=run_id, incident=f"INC-{incident_id}", runbook=loaded.name, status=status,
+            steps=steps, approval=approval,
+        )
+
+    @staticmethod
+    def _final_status(steps: Mapping[str, Any]) -> str:
+        decisions = [o.get("decision") for o in steps.values() if o.get("kind") == "approve"]
+        if any(d in ("rejected", "expired") for d in decisions):
+            return "rejected"
+        return "completed"
+
+    def _record(self, incident_id: int, run_id: str, fn: Callable[[Recorder], None]) -> None:
+        with session_scope(self.db) as session:
+            fn(Recorder(session, self.deps.clock))
+
+
+def resolve_inputs(loaded: LoadedRunbook, given: Mapping[str, Any]) -> dict[str, Any]:
+    """Apply defaults, check required inputs and types. Errors name the runbook and input."""
+    spec = loaded.runbook.inputs
+    unknown = sorted(set(given) - set(spec) - {"requester"})
+    if unknown:
+        valid = ", ".join(spec) or "none"
+        raise UserInputError(f"runbook '{loaded.name}': unknown input '{unknown[0]}' (inputs: {valid})")
+    resolved: dict[str, Any] = {}
+    for name, item in spec.items():
+        value = given.get(name, item.default)
+        if value is None:
+            if item.required:
+                raise UserInputError(f"runbook '{loaded.name}': input '{name}' is required ({item.help or item.type})")
+            continue
+        resolved[name] = _coerce(loaded.name, name, item.type, value)
+    return resolved
+
+
+def _coerce(runbook: str, name: str, kind: str, value: Any) -> Any:
+    try:
+        if kind == "node":
+            return check_node_name(str(value))
+        if kind == "duration":
+            parse_duration(str(value))
+            return str(value)
+        if kind == "number":
+            return float(value)
+    except (InvalidName, ValueError) as exc:
+        raise UserInputError(f"runbook '{runbook}': input '{name}': {exc}") from exc
+    return str(value)
+
+

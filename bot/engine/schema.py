@@ -1,0 +1,159 @@
+"""The runbook YAML schema (apiVersion gpu-oncall/v1, kind Runbook), validated by pydantic.
+
+A runbook is data: inputs, triggers and steps. Each step has exactly one kind key:
+`signal`, `cluster`, `check`, `localize`, `propose`, `approve`, `act` or `verify`.
+Cross-references (steps, signals, actions) are checked by `loading.py`, not here.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+STEP_ID = r"^[a-z][a-z0-9_]*$"
+
+
+class StepKind(StrEnum):
+    SIGNAL = "signal"
+    CLUSTER = "cluster"
+    CHECK = "check"
+    LOCALIZE = "localize"
+    PROPOSE = "propose"
+    APPROVE = "approve"
+    ACT = "act"
+    VERIFY = "verify"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Metadata(_Strict):
+    name: str = Field(pattern=r"^[a-z][a-z0-9-]*$")
+    title: str = ""
+    owner: str = ""
+    description: str = ""
+
+
+class AlertTrigger(_Strict):
+    alertname: str
+    target_label: str
+    """The alert label whose value is the runbook's target (e.g. `Hostname`, `job`)."""
+
+
+class Triggers(_Strict):
+    alerts: list[AlertTrigger] = Field(default_factory=list)
+    commands: list[str] = Field(default_factory=list)
+    """`/gpu` verbs that start this runbook, e.g. `diagnose` for `/gpu diagnose <node>`."""
+
+
+InputType = Literal["node", "job", "service", "duration", "string", "number"]
+
+
+class InputSpec(_Strict):
+    type: InputType
+    required: bool = False
+    default: str | float | None = None
+    help: str = ""
+
+
+ClusterRead = Literal["node", "pods", "events", "node_logs", "pod_logs"]
+
+
+class Proposal(_Strict):
+    action: str
+    when: str | None = None
+    """CEL condition; the action is proposed only when it holds."""
+    target: str | None = None
+    """Template for the target; defaults to the runbook's target input."""
+    params: dict[str, Any] = Field(default_factory=dict)
+    reason: str = ""
+
+
+class VerifySpec(_Strict):
+    signal: str
+    expect: str
+    """CEL over the signal summary: value (= max), max, min, sum, any, count, missing."""
+    within: str = "10m"
+    interval: str = "1m"
+    window: str | None = None
+    when: str | None = None
+    """CEL condition; verification runs only when it holds (e.g. an action succeeded)."""
+
+
+class ApproveSpec(_Strict):
+    timeout: str | None = None
+    """How long the approval stays open (default from settings)."""
+
+
+class Step(_Strict):
+    id: str = Field(pattern=STEP_ID)
+    title: str = ""
+    after: list[str] = Field(default_factory=list)
+    with_: dict[str, str] = Field(default_factory=dict, alias="with")
+
+    signal: str | None = None
+    cluster: ClusterRead | None = None
+    check: str | None = None
+    localize: dict[str, Any] | None = None
+    propose: list[Proposal] | None = None
+    approve: ApproveSpec | None = None
+    act: dict[str, Any] | None = None
+    verify: VerifySpec | None = None
+
+    # check steps
+    layer: str | None = None
+    severity: Literal["info", "warning", "critical"] = "warning"
+    finding: str | None = None
+    culprit: dict[str, str] = Field(default_factory=dict)
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _exactly_one_kind(self) -> Step:
+        kinds = [k.value for k in StepKind if getattr(self, k.value) is not None]
+        if len(kinds) != 1:
+            found = ", ".join(kinds) if kinds else "none"
+            valid = ", ".join(k.value for k in StepKind)
+            raise ValueError(f"a step needs exactly one of {valid} (found: {found})")
+        if self.kind is StepKind.CHECK and self.layer is None:
+            raise ValueError("a check step needs a 'layer'")
+        if self.kind is StepKind.CHECK and self.finding is None:
+            raise ValueError("a check step needs a 'finding' message")
+        return self
+
+    @property
+    def kind(self) -> StepKind:
+        for kind in StepKind:
+            if getattr(self, kind.value) is not None:
+                return kind
+        raise AssertionError("validated step without a kind")
+
+
+class Runbook(_Strict):
+    apiVersion: Literal["gpu-oncall/v1"]
+    kind: Literal["Runbook"]
+    metadata: Metadata
+    triggers: Triggers = Field(default_factory=Triggers)
+    inputs: dict[str, InputSpec] = Field(default_factory=dict)
+    steps: list[Step] = Field(min_length=1)
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    def step(self, step_id: str) -> Step:
+        for step in self.steps:
+            if step.id == step_id:
+                return step
+        raise KeyError(step_id)
+
+    @property
+    def target_input(self) -> str | None:
+        """The input that names the runbook's target: the first node/job/service input."""
+        for name, spec in self.inputs.items():
+            if spec.type in ("node", "job", "service"):
+                return name
+        return None

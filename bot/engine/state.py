@@ -1,0 +1,57 @@
+"""What a runbook run carries: the graph state (JSON-safe values only, checkpointed) and the
+dependencies handed to every node through LangGraph's context (never stored in state).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any, TypedDict
+
+from bot.actions.executing import ActionLedger
+from bot.actions.policy import Policy
+from bot.actions.registry import ActionRegistry
+from bot.clock import Clock
+from bot.diagnosis.logs import LogCatalog
+from integrations.cluster import Cluster
+from integrations.signals import SignalCatalog
+from integrations.telemetry import Telemetry
+from integrations.tickets import Tickets
+
+
+def merge_steps(left: dict[str, Any], right: dict[str, Any]) -> dict[str, Any]:
+    """Reducer for `steps`: parallel branches each add their own step's output."""
+    return {**left, **right}
+
+
+class RunState(TypedDict, total=False):
+    run_id: str
+    runbook: str
+    incident: str
+    inputs: dict[str, Any]
+    target: str
+    steps: Annotated[dict[str, Any], merge_steps]
+
+
+@dataclass(frozen=True)
+class Deps:
+    """Clients and catalogs for one run (LangGraph `context_schema`)."""
+
+    telemetry: Telemetry
+    cluster: Cluster
+    clock: Clock
+    signals: SignalCatalog
+    log_catalog: LogCatalog
+    actions: ActionRegistry
+    ledger: ActionLedger
+    policy: Policy
+    tickets: Tickets
+
+
+def step_context(state: RunState) -> dict[str, Any]:
+    """The names expressions and templates can read: inputs, step outputs and built-ins."""
+    context: dict[str, Any] = dict(state.get("inputs", {}))
+    context.update(state.get("steps", {}))
+    context["target"] = state.get("target", "")
+    context["run_id"] = state.get("run_id", "")
+    context["runbook"] = state.get("runbook", "")
+    return context

@@ -1,0 +1,244 @@
+"""Remediation steps: propose actions, ask for approval (a LangGraph interrupt), act exactly
+once, and verify that the fix worked.
+
+The approve node calls `interrupt()` and has no other side effect: it re-runs from its start on
+resume. Times it needs (requested/expires) are fixed earlier by the propose node, so a re-run
+computes the same thing. Execution happens in the act node behind the idempotency ledger.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from langgraph.runtime import Runtime
+from langgraph.types import interrupt
+
+from bot.actions.executing import execute_once, idempotency_key
+from bot.actions.policy import is_expired, needs_approval
+from bot.actions.registry import ActionContext, Risk
+from bot.engine.expressions import ExpressionError
+from bot.engine.loading import LoadedRunbook
+from bot.engine.schema import Step, StepKind
+from bot.engine.state import Deps, RunState, step_context
+from bot.engine.steps.common import output, parse_duration, step_window
+from bot.engine.steps.gather import NodeFn, summarize_signal
+from bot.engine.templates import TemplateRenderError
+from integrations.errors import TelemetryUnavailable
+from integrations.names import expand_nodes
+from integrations.telemetry import SignalQuery, SignalResult
+
+
+def _steps_of(loaded: LoadedRunbook, kind: StepKind) -> list[str]:
+    return [s.id for s in loaded.runbook.steps if s.kind is kind]
+
+
+def make_propose_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
+    localizers = _steps_of(loaded, StepKind.LOCALIZE)
+
+    def propose_node(state: RunState, runtime: Runtime[Deps]) -> dict[str, Any]:
+        deps = runtime.context
+        context = step_context(state)
+        steps = state.get("steps", {})
+        healthy = bool(localizers) and all(steps.get(l, {}).get("layer") == "none" for l in localizers)
+        proposals = [] if healthy else _proposals(step, loaded, context, deps)
+        now = deps.clock.now()
+        ttl = deps.policy.approval_ttl
+        risks = [Risk(p["risk"]) for p in proposals]
+        return output(
+            step,
+            {
+                "proposals": proposals,
+                "actions": [p["action"] for p in proposals],
+                "needs_approval": bool(proposals) and needs_approval(deps.policy, risks),
+                "requested_at": now.isoformat(),
+                "expires_at": (now + ttl).isoformat(),
+                "dry_run": deps.policy.dry_run,
+                "note": "target is healthy: nothing to do" if healthy else "",
+            },
+        )
+
+    return propose_node
+
+
+def _proposals(step: Step, loaded: LoadedRunbook, context: dict[str, Any], deps: Deps) -> list[dict[str, Any]]:
+    proposals = []
+    for index, proposal in enumerate(step.propose or []):
+        where = f"propose.{index}"
+        if proposal.when is not None:
+            try:
+                if not loaded.expression(step.id, f"{where}.when").test(context):
+                    continue
+            except ExpressionError:
+                continue
+        target = str(context.get("target", ""))
+        if proposal.target is not None:
+            target = loaded.template(step.id, f"{where}.target").render(context).strip()
+        params: dict[str, Any] = {}
+        for key, value in proposal.params.items():
+            params[key] = _render_param(loaded, step, f"{where}.params.{key}", value, context)
+        spec = deps.actions.get(proposal.action)
+        proposals.append(
+            {
+                "action": proposal.action,
+                "target": target,
+                "params": params,
+                "risk": spec.risk.value,
+                "destructive": spec.destructive,
+                "reason": proposal.reason,
+                "description": spec.describe(target, params),
+            }
+        )
+    return proposals
+
+
+def _render_param(loaded: LoadedRunbook, step: Step, field: str, value: Any, context: dict[str, Any]) -> Any:
+    if not isinstance(value, str):
+        return value
+    try:
+        return loaded.template(step.id, field).render(context)
+    except TemplateRenderError:
+        return value
+
+
+def make_approve_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
+    proposers = _steps_of(loaded, StepKind.PROPOSE)
+
+    def approve_node(state: RunState, runtime: Runtime[Deps]) -> dict[str, Any]:
+        steps = state.get("steps", {})
+        proposed = [steps[p] for p in proposers if p in steps]
+        proposals = [item for p in proposed for item in p.get("proposals", [])]
+        if not proposals:
+            return output(step, {"decision": "not_needed", "actor": "bot", "proposals": []})
+        if not any(p.get("needs_approval") for p in proposed):
+            return output(step, {"decision": "approved", "actor": "policy:auto", "proposals": proposals})
+        expires_at = min(p["expires_at"] for p in proposed)
+        payload = {
+            "run_id": state.get("run_id"),
+            "incident": state.get("incident"),
+            "step_id": step.id,
+            "runbook": state.get("runbook"),
+            "target": state.get("target"),
+            "proposals": proposals,
+            "requested_at": min(p["requested_at"] for p in proposed),
+            "expires_at": expires_at,
+            "requester": state.get("inputs", {}).get("requester", "bot"),
+        }
+        answer = interrupt(payload)
+        return output(step, _decision(answer, expires_at) | {"proposals": proposals})
+
+    return approve_node
+
+
+def _decision(answer: Any, expires_at: str) -> dict[str, Any]:
+    data = answer if isinstance(answer, dict) else {"decision": str(answer)}
+    decision = str(data.get("decision", "reject"))
+    at = str(data.get("at", ""))
+    if decision == "approve" and at and is_expired(datetime.fromisoformat(expires_at), datetime.fromisoformat(at)):
+        decision = "expired"
+    normalized = {"approve": "approved", "reject": "rejected"}.get(decision, decision)
+    return {
+        "decision": normalized,
+        "actor": str(data.get("actor", "unknown")),
+        "at": at,
+        "reason": str(data.get("reason", "")),
+        "expires_at": expires_at,
+    }
+
+
+def make_act_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
+    approvers = _steps_of(loaded, StepKind.APPROVE)
+    proposers = _steps_of(loaded, StepKind.PROPOSE)
+    localizers = _steps_of(loaded, StepKind.LOCALIZE)
+
+    def act_node(state: RunState, runtime: Runtime[Deps]) -> dict[str, Any]:
+        deps = runtime.context
+        steps = state.get("steps", {})
+        decisions = [steps[a] for a in approvers if a in steps]
+        if approvers and not all(d.get("decision") == "approved" for d in decisions):
+            reason = ", ".join(f"{d.get('decision')} by {d.get('actor')}" for d in decisions)
+            return output(step, {"skipped": True, "reason": reason or "not approved", "results": []})
+        proposals = [item for p in proposers for item in steps.get(p, {}).get("proposals", [])]
+        verdict = steps.get(localizers[0], {}) if localizers else {}
+        results = []
+        for proposal in proposals:
+            spec = deps.actions.get(proposal["action"])
+            key = idempotency_key(
+                run_id=state.get("run_id", ""), step_id=step.id, action=spec.name, target=proposal["target"]
+            )
+            ctx = ActionContext(
+                cluster=deps.cluster,
+                clock=deps.clock,
+                tickets=deps.tickets,
+                run_id=state.get("run_id", ""),
+                incident=state.get("incident", ""),
+                idempotency_key=key,
+                verdict=verdict,
+            )
+            results.append(
+                execute_once(
+                    spec, ctx, ledger=deps.ledger, step_id=step.id, target=proposal["target"],
+                    params=proposal.get("params", {}), dry_run=deps.policy.dry_run,
+                )
+            )
+        ok = all(r["outcome"] in ("changed", "already_done") for r in results)
+        return output(step, {"skipped": False, "results": results, "succeeded": ok and bool(results)})
+
+    return act_node
+
+
+def make_verify_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
+    spec = step.verify
+    assert spec is not None
+    actors = _steps_of(loaded, StepKind.ACT)
+    expect = loaded.expression(step.id, "verify.expect")
+
+    def verify_node(state: RunState, runtime: Runtime[Deps]) -> dict[str, Any]:
+        deps = runtime.context
+        steps = state.get("steps", {})
+        acts = [steps.get(a, {}) for a in actors]
+        if not acts or any(a.get("skipped") or not a.get("succeeded") for a in acts):
+            return output(step, {"status": "skipped", "reason": "no action was carried out"})
+        if spec.when is not None and not loaded.expression(step.id, "verify.when").test(step_context(state)):
+            return output(step, {"status": "skipped", "reason": f"condition not met: {spec.when}"})
+        nodes = expand_nodes(str(state.get("inputs", {}).get("node") or state.get("target", "")))
+        window = parse_duration(spec.window) if spec.window else step_window(loaded, step, state)
+        deadline = deps.clock.now() + parse_duration(spec.within)
+        interval = parse_duration(spec.interval)
+        polls, queries, summary = 0, 0, {}
+        while True:
+            polls += 1
+            try:
+                result = deps.telemetry.read(SignalQuery(signal=spec.signal, nodes=tuple(nodes), window=window))
+            except TelemetryUnavailable:
+                result = SignalResult(signal=spec.signal, missing_nodes=tuple(nodes))
+            queries += result.queries
+            summary = summarize_signal(result, nodes=nodes, window=window)
+            if _holds(expect, summary):
+                return output(step, _verified("passed", summary, polls, queries, deps))
+            if deps.clock.now() + interval > deadline or interval <= timedelta(0):
+                return output(step, _verified("failed", summary, polls, queries, deps))
+            deps.clock.sleep(interval.total_seconds())
+
+    return verify_node
+
+
+def _holds(expect: Any, summary: dict[str, Any]) -> bool:
+    if summary.get("missing"):
+        return False
+    context = dict(summary) | {"value": summary.get("max")}
+    try:
+        return bool(expect.test(context))
+    except ExpressionError:
+        return False
+
+
+def _verified(status: str, summary: dict[str, Any], polls: int, queries: int, deps: Deps) -> dict[str, Any]:
+    return {
+        "status": status,
+        "signal": summary.get("signal"),
+        "value": summary.get("max"),
+        "polls": polls,
+        "queries": queries,
+        "at": deps.clock.now().isoformat(),
+    }

@@ -1,0 +1,1 @@
+"""Trigger -> incident request: Alertmanager webhooks and `/gpu` commands, validated and routed."""

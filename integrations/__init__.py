@@ -1,0 +1,1 @@
+"""Ports (Protocols) and adapters to the systems a GPU cluster runs. Never imports `bot`."""

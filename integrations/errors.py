@@ -1,0 +1,68 @@
+"""Errors raised by ports and adapters. Adapters translate library errors into these with
+`raise ... from exc`; nothing above `integrations/` ever sees a library exception.
+
+Each class says whether a retry can help (`retryable`).
+"""
+
+from __future__ import annotations
+
+
+class IntegrationError(Exception):
+    """Root of every error raised by `integrations/`."""
+
+    retryable = False
+
+
+class InvalidName(IntegrationError, ValueError):
+    """A node, pod or label value failed validation before it reached a backend."""
+
+
+class TelemetryUnavailable(IntegrationError):
+    """The telemetry backend could not answer at all (down, timed out, refused)."""
+
+    retryable = True
+
+    def __init__(self, message: str, *, backend: str = "") -> None:
+        super().__init__(message)
+        self.backend = backend
+
+
+class UnknownSignal(IntegrationError, KeyError):
+    """A signal name that the signal catalog does not define."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown signal"
+
+
+class ClusterError(IntegrationError):
+    """A Kubernetes call failed."""
+
+    retryable = True
+
+
+class NodeNotFound(ClusterError):
+    """The named node does not exist in the cluster."""
+
+    retryable = False
+
+    def __init__(self, node: str, known: list[str] | None = None) -> None:
+        hint = ""
+        if known:
+            shown = ", ".join(known[:5]) + (", ..." if len(known) > 5 else "")
+            hint = f" (nodes: {shown})"
+        super().__init__(f"node '{node}' not found{hint}")
+        self.node = node
+
+
+class ClusterForbidden(ClusterError):
+    """RBAC refused the call (HTTP 403)."""
+
+    retryable = False
+
+
+class ClusterConflict(ClusterError):
+    """The object changed underneath us (HTTP 409)."""
+
+
+class EvictionBlocked(ClusterError):
+    """The Eviction API refused: a PodDisruptionBudget said no (HTTP 429)."""

@@ -1,0 +1,1 @@
+"""Persistence: SQLModel tables, engine/session setup, the LangGraph checkpointer factory."""
