@@ -22,7 +22,7 @@ lint: venv
 	$(BIN)/lint-imports
 
 test: lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -q
 
 clean:
 	rm -rf $(VENV) .gpu-oncall .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -48,3 +48,18 @@ class FakeClock:
 
     def advance(self, delta: timedelta) -> None:
         self._now += delta
+
+
+class SimulatedClock(FakeClock):
+    """Real elapsed time plus whatever was slept: the simulated fleet's clock.
+
+    Work takes the time it really takes (so time to diagnosis is measured honestly), while a
+    verification window that sleeps passes at once.
+    """
+
+    def __init__(self, start: datetime | None = None) -> None:
+        super().__init__(start)
+        self._origin = time.monotonic()
+
+    def now(self) -> datetime:
+        return self._now + timedelta(seconds=time.monotonic() - self._origin)

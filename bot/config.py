@@ -21,9 +21,9 @@ class StorageSettings(BaseModel):
 
 class LabelSettings(BaseModel):
     dcgm: str = "Hostname"
-    """Host label on dcgm-exporter series (`Hostname` in released exporters, `hostname` on newer)."""
+    """Host label on dcgm-exporter series: `Hostname` in released exporters, `hostname` newer."""
     node_exporter: str = "instance"
-    """Host label on node_exporter series (relabel `instance` to the node name, or name your label)."""
+    """Host label on node_exporter series (relabel `instance` to the node name)."""
     kube_state_metrics: str = "node"
     """Node label on kube-state-metrics series."""
     vllm: str = "node"
@@ -37,7 +37,7 @@ class LabelSettings(BaseModel):
 
 class PolicySettings(BaseModel):
     approvers: list[str] = Field(default_factory=list)
-    """Who may approve actions (Slack user ids, `cli:<user>`). Empty: anyone who can reach the bot."""
+    """Who may approve (Slack user ids, `cli:<user>`). Empty: anyone who can reach the bot."""
     two_person_risks: list[str] = Field(default_factory=lambda: ["high"])
     """Risk levels where the requester cannot approve their own request."""
     auto_approve_risks: list[str] = Field(default_factory=list)

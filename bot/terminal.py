@@ -10,6 +10,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
+from bot.engine.summaries import describe_step, format_number
+
 _COLORS = {"red": "31", "green": "32", "yellow": "33", "blue": "34", "dim": "2", "bold": "1"}
 
 
@@ -49,69 +51,6 @@ class Terminal:
             self.line(f"  * {p['description']}  [risk {risk}]{reason}")
 
 
-def describe_step(step_id: str, output: Mapping[str, Any]) -> tuple[str, str]:
-    """A one-line description of a completed step and an icon (+ ok, ! finding, ? unknown)."""
-    kind = output.get("kind")
-    if kind == "signal":
-        if output.get("missing"):
-            why = output.get("error") or "no series (exporter silent or counter not enabled)"
-            return "?", f"{output['signal']}: missing - {why}"
-        top = output.get("argmax", {})
-        where = " ".join(f"{k}={v}" for k, v in top.items() if k in ("node", "gpu", "device", "port"))
-        return ".", f"{output['signal']}: max {_num(output.get('max'))} ({where}) over {output.get('window')}"
-    if kind == "cluster":
-        return ".", _describe_cluster(output)
-    if kind == "check":
-        status = output["status"]
-        if status == "fired":
-            return "!", f"{output['finding']['summary']} [{output['layer']}, {output['finding']['severity']}]"
-        if status == "unknown":
-            missing = ", ".join(output.get("missing_signals", [])) or output.get("error", "")
-            return "?", f"{output['layer']}: cannot tell (missing: {missing})"
-        return "+", f"{output['layer']}: ok"
-    if kind == "localize":
-        culprits = ", ".join(output.get("culprits", [])) or "none"
-        return "!" if output["layer"] != "none" else "+", (
-            f"verdict: {output['layer']} (confidence {output['confidence']:.0%}), culprits: {culprits}"
-        )
-    if kind == "propose":
-        actions = ", ".join(p["description"] for p in output.get("proposals", [])) or "nothing"
-        return ".", f"proposed: {actions}"
-    if kind == "approve":
-        return ".", f"approval: {output.get('decision')} by {output.get('actor')}"
-    if kind == "act":
-        if output.get("skipped"):
-            return "?", f"actions skipped ({output.get('reason')})"
-        return "+" if output.get("succeeded") else "!", "; ".join(r["detail"] for r in output.get("results", []))
-    if kind == "verify":
-        status = output.get("status")
-        if status == "skipped":
-            return ".", f"verification skipped: {output.get('reason')}"
-        icon = "+" if status == "passed" else "!"
-        return icon, (
-            f"verification {status}: {output.get('signal')} = {_num(output.get('value'))} "
-            f"after {output.get('polls')} poll(s)"
-        )
-    return ".", str(kind)
-
-
-def _describe_cluster(output: Mapping[str, Any]) -> str:
-    read = output.get("read")
-    if read == "node":
-        cond = "Ready" if output.get("ready") else "NotReady"
-        cordon = ", cordoned" if output.get("unschedulable") else ""
-        return f"node {output.get('name')}: {cond}{cordon}, GPUs {output.get('gpu_allocatable')}/{output.get('gpu_capacity')} allocatable"
-    if read in ("node_logs", "pod_logs"):
-        xids = output.get("xids") or []
-        found = f"{output.get('match_count', 0)} signature match(es)"
-        if xids:
-            found += f", XIDs {', '.join(str(x) for x in xids)}"
-        return f"{read}: {output.get('lines', 0)} lines, {found}"
-    if read == "pods":
-        return f"pods: {output.get('count')} ({output.get('running')} running, {output.get('pending')} pending)"
-    return f"events: {output.get('count')} ({output.get('warnings')} warnings)"
-
-
 def render_verdict(verdict: Mapping[str, Any]) -> list[str]:
     """The diagnosis as lines: layer, confidence, culprits, evidence, ruled out, missing."""
     lines = [
@@ -125,8 +64,12 @@ def render_verdict(verdict: Mapping[str, Any]) -> list[str]:
         for finding in findings[:8]:
             lines.append(f"    - [{finding['severity']}/{finding['layer']}] {finding['summary']}")
             for ev in finding.get("evidence", [])[:3]:
-                labels = " ".join(f"{k}={v}" for k, v in ev.get("labels", {}).items() if k != "node")
-                lines.append(f"        {ev['what']} = {_num(ev.get('value'))} {labels}".rstrip())
+                labels = " ".join(
+                    f"{k}={v}" for k, v in ev.get("labels", {}).items() if k != "node"
+                )
+                lines.append(
+                    f"        {ev['what']} = {format_number(ev.get('value'))} {labels}".rstrip()
+                )
     ruled = ", ".join(verdict.get("ruled_out", [])) or "none"
     missing = ", ".join(verdict.get("missing_signals", [])) or "none"
     lines.append(f"  Ruled out:   {ruled}")
@@ -149,11 +92,3 @@ def _culprits(verdict: Mapping[str, Any]) -> str:
             text += f" HCA {c['hca']}"
         parts.append(text)
     return "; ".join(parts)
-
-
-def _num(value: Any) -> str:
-    if value is None:
-        return "n/a"
-    if isinstance(value, float):
-        return str(int(value)) if value.is_integer() else f"{value:.3g}"
-    return str(value)

@@ -66,3 +66,21 @@ class ClusterConflict(ClusterError):
 
 class EvictionBlocked(ClusterError):
     """The Eviction API refused: a PodDisruptionBudget said no (HTTP 429)."""
+
+
+class PodNotFound(ClusterError):
+    """The named pod does not exist in the namespace."""
+
+    retryable = False
+
+    def __init__(self, pod: str, namespace: str) -> None:
+        super().__init__(f"pod '{namespace}/{pod}' not found")
+        self.pod = pod
+        self.namespace = namespace
+
+
+class ScenarioError(IntegrationError):
+    """A simulated-fleet scenario file is malformed or refers to things the fleet lacks.
+
+    The message names the file and the field path, and says what is valid.
+    """

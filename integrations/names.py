@@ -52,5 +52,7 @@ def expand_nodes(spec: str | list[str]) -> list[str]:
                 raise InvalidName(f"node range '{part}' goes backwards")
             width = len(lo)
             for index in range(int(lo), int(hi) + 1):
-                names.append(check_node_name(f"{match['prefix']}{index:0{width}d}{match['suffix']}"))
+                names.append(
+                    check_node_name(f"{match['prefix']}{index:0{width}d}{match['suffix']}")
+                )
     return names

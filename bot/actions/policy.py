@@ -9,9 +9,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from enum import StrEnum
 
-from bot.actions.registry import Risk
 from bot.errors import PolicyDenied
+
+
+class Risk(StrEnum):
+    """How much an action can hurt: drives approval and the two-person rule."""
+
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
 
 
 @dataclass(frozen=True)
@@ -34,7 +42,9 @@ def needs_approval(policy: Policy, risks: Iterable[Risk]) -> bool:
 def check_approver(policy: Policy, *, actor: str, requester: str, risks: Iterable[Risk]) -> None:
     """Raise PolicyDenied if `actor` may not approve a request made by `requester`."""
     if policy.approvers and actor not in policy.approvers:
-        raise PolicyDenied(f"{actor} is not an approver (approvers: {', '.join(sorted(policy.approvers))})")
+        raise PolicyDenied(
+            f"{actor} is not an approver (approvers: {', '.join(sorted(policy.approvers))})"
+        )
     high = sorted({r.value for r in risks if r in policy.two_person_risks})
     if high and actor == requester:
         raise PolicyDenied(

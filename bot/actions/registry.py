@@ -9,20 +9,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from enum import StrEnum
 from typing import Any
 
+from bot.actions.policy import Risk
 from bot.clock import Clock
 from bot.errors import UserInputError
 from integrations.cluster import Cluster, Outcome
 from integrations.names import check_node_name
 from integrations.tickets import Ticket, Tickets
-
-
-class Risk(StrEnum):
-    LOW = "low"
-    MEDIUM = "medium"
-    HIGH = "high"
 
 
 @dataclass(frozen=True)
@@ -80,7 +74,9 @@ class ActionRegistry:
         try:
             return self._specs[name]
         except KeyError:
-            raise UserInputError(f"unknown action '{name}' (actions: {', '.join(self.names())})") from None
+            raise UserInputError(
+                f"unknown action '{name}' (actions: {', '.join(self.names())})"
+            ) from None
 
 
 def _cordon(ctx: ActionContext, target: str, params: Mapping[str, Any]) -> ActionResult:
@@ -103,7 +99,11 @@ def _drain(ctx: ActionContext, target: str, params: Mapping[str, Any]) -> Action
     detail = f"{target} drained: {len(report.evicted)} pod(s) evicted"
     if report.blocked:
         detail += f", {len(report.blocked)} blocked by a PodDisruptionBudget"
-    data = {"evicted": list(report.evicted), "skipped": list(report.skipped), "blocked": list(report.blocked)}
+    data = {
+        "evicted": list(report.evicted),
+        "skipped": list(report.skipped),
+        "blocked": list(report.blocked),
+    }
     return ActionResult(report.outcome.value, detail, data)
 
 
@@ -152,11 +152,43 @@ def default_registry() -> ActionRegistry:
     """The built-in actions. Risk levels drive the approval policy."""
     return ActionRegistry(
         [
-            ActionSpec("cordon", Risk.MEDIUM, "Mark the node unschedulable", "node", False, _cordon),
-            ActionSpec("uncordon", Risk.LOW, "Make the node schedulable again", "node", False, _uncordon),
-            ActionSpec("drain", Risk.HIGH, "Evict the node's pods (Eviction API, respects PDBs)", "node", True, _drain),
-            ActionSpec("open_ticket", Risk.LOW, "Open an RMA/fabric/facility ticket with the evidence", "node", False, _open_ticket),
-            ActionSpec("gpu_reset", Risk.HIGH, "Reset a GPU (nvidia-smi -r) via the node agent", "node", True, _needs_node_agent("gpu_reset")),
-            ActionSpec("reboot", Risk.HIGH, "Reboot the node via the node agent", "node", True, _needs_node_agent("reboot")),
+            ActionSpec(
+                "cordon", Risk.MEDIUM, "Mark the node unschedulable", "node", False, _cordon
+            ),
+            ActionSpec(
+                "uncordon", Risk.LOW, "Make the node schedulable again", "node", False, _uncordon
+            ),
+            ActionSpec(
+                "drain",
+                Risk.HIGH,
+                "Evict the node's pods (Eviction API, respects PDBs)",
+                "node",
+                True,
+                _drain,
+            ),
+            ActionSpec(
+                "open_ticket",
+                Risk.LOW,
+                "Open an RMA/fabric/facility ticket with the evidence",
+                "node",
+                False,
+                _open_ticket,
+            ),
+            ActionSpec(
+                "gpu_reset",
+                Risk.HIGH,
+                "Reset a GPU (nvidia-smi -r) via the node agent",
+                "node",
+                True,
+                _needs_node_agent("gpu_reset"),
+            ),
+            ActionSpec(
+                "reboot",
+                Risk.HIGH,
+                "Reboot the node via the node agent",
+                "node",
+                True,
+                _needs_node_agent("reboot"),
+            ),
         ]
     )

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from bot.engine.loading import LoadedRunbook, load_runbook_file
 from bot.errors import NotFound, RunbookError
+from bot.intake.routing import AlertRoute
 
 CATALOG_FILES = {"signals.yaml", "log_signatures.yaml"}
 
@@ -21,9 +22,7 @@ def runbook_files(directories: Iterable[Path]) -> list[Path]:
         if directory.is_file():
             files.append(directory)
             continue
-        files.extend(
-            p for p in sorted(directory.glob("*.yaml")) if p.name not in CATALOG_FILES
-        )
+        files.extend(p for p in sorted(directory.glob("*.yaml")) if p.name not in CATALOG_FILES)
     return files
 
 
@@ -38,7 +37,9 @@ class RunbookCatalog:
         try:
             return self.runbooks[name]
         except KeyError:
-            raise NotFound(f"unknown runbook '{name}' (runbooks: {', '.join(self.names())})") from None
+            raise NotFound(
+                f"unknown runbook '{name}' (runbooks: {', '.join(self.names())})"
+            ) from None
 
     def for_alert(self, alertname: str) -> tuple[LoadedRunbook, str] | None:
         """The runbook triggered by `alertname`, with the label naming its target."""
@@ -47,6 +48,20 @@ class RunbookCatalog:
                 if trigger.alertname == alertname:
                     return loaded, trigger.target_label
         return None
+
+    def alert_routes(self) -> dict[str, AlertRoute]:
+        """Alert name -> route, for intake (the first runbook naming an alert wins)."""
+        routes: dict[str, AlertRoute] = {}
+        for loaded in self.runbooks.values():
+            target_input = loaded.runbook.target_input or "node"
+            spec = loaded.runbook.inputs.get(target_input)
+            kind = spec.type if spec else "node"
+            for trigger in loaded.runbook.triggers.alerts:
+                routes.setdefault(
+                    trigger.alertname,
+                    AlertRoute(loaded.name, trigger.target_label, target_input, kind),
+                )
+        return routes
 
     def for_command(self, verb: str) -> LoadedRunbook | None:
         for loaded in self.runbooks.values():

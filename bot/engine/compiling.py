@@ -38,7 +38,9 @@ _FACTORIES: dict[StepKind, Callable[[Step, LoadedRunbook], NodeFn]] = {
 
 def build_graph(loaded: LoadedRunbook) -> StateGraph[RunState, Deps, RunState, RunState]:
     """The runbook's StateGraph (not yet compiled with a checkpointer)."""
-    graph: StateGraph[RunState, Deps, RunState, RunState] = StateGraph(RunState, context_schema=Deps)
+    graph: StateGraph[RunState, Deps, RunState, RunState] = StateGraph(
+        RunState, context_schema=Deps
+    )
     for step in loaded.runbook.steps:
         graph.add_node(step.id, _FACTORIES[step.kind](step, loaded))  # type: ignore[call-overload]
     has_dependents: set[str] = set()

@@ -8,7 +8,6 @@ Numbers from signals are doubles: write `0.0`, not `0` (CEL does not coerce int 
 from __future__ import annotations
 
 import re
-
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +15,9 @@ from typing import Any
 import cel
 
 # Comprehension macros bind their own iteration variable: `xs.exists(x, x > 1)`.
-_MACRO_VAR = re.compile(r"\.\s*(?:all|exists|exists_one|map|filter)\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*,")
+_MACRO_VAR = re.compile(
+    r"\.\s*(?:all|exists|exists_one|map|filter)\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*,"
+)
 
 
 class ExpressionError(ValueError):

@@ -65,7 +65,9 @@ def load_runbook_file(
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark is not None else ""
-        raise RunbookError(f"{where}not valid YAML ({getattr(exc, 'problem', exc)})", file=file) from exc
+        raise RunbookError(
+            f"{where}not valid YAML ({getattr(exc, 'problem', exc)})", file=file
+        ) from exc
     return parse_runbook(raw, file=file, signals=signals, actions=actions)
 
 
@@ -108,7 +110,9 @@ class _Linker:
         self.templates: dict[tuple[str, str], MessageTemplate] = {}
         self.reads: dict[str, set[str]] = {s.id: set() for s in runbook.steps}
 
-    def error(self, message: str, step: Step | None = None, field: str | None = None) -> RunbookError:
+    def error(
+        self, message: str, step: Step | None = None, field: str | None = None
+    ) -> RunbookError:
         return RunbookError(message, file=self.file, step=step.id if step else None, field=field)
 
     def link(self) -> LoadedRunbook:
@@ -181,7 +185,9 @@ class _Linker:
             self._tmpl(step, f"with.{key}", value)
         for after in step.after:
             if after not in self.step_ids:
-                raise self.error(f"unknown step '{after}' (steps: {', '.join(self.step_ids)})", step, "after")
+                raise self.error(
+                    f"unknown step '{after}' (steps: {', '.join(self.step_ids)})", step, "after"
+                )
             self.reads[step.id].add(after)
         kind = step.kind
         if kind is StepKind.SIGNAL and step.signal is not None:
@@ -209,7 +215,11 @@ class _Linker:
             self._tmpl(step, "finding", step.finding)
         for key, value in step.culprit.items():
             if key not in {"node", "gpu", "hca", "pod", "workload", "uuid"}:
-                raise self.error(f"unknown culprit field '{key}' (node, gpu, hca, pod, workload, uuid)", step, f"culprit.{key}")
+                raise self.error(
+                    f"unknown culprit field '{key}' (node, gpu, hca, pod, workload, uuid)",
+                    step,
+                    f"culprit.{key}",
+                )
             self._tmpl(step, f"culprit.{key}", value)
 
     def _link_propose(self, step: Step) -> None:
@@ -217,7 +227,11 @@ class _Linker:
             where = f"propose.{index}"
             if proposal.action not in self.actions:
                 valid = ", ".join(sorted(self.actions))
-                raise self.error(f"unknown action '{proposal.action}' (actions: {valid})", step, f"{where}.action")
+                raise self.error(
+                    f"unknown action '{proposal.action}' (actions: {valid})",
+                    step,
+                    f"{where}.action",
+                )
             if proposal.when is not None:
                 self._expr(step, f"{where}.when", proposal.when)
             if proposal.target is not None:
@@ -243,8 +257,12 @@ class _Linker:
             if state.get(node) == 2:
                 return
             if state.get(node) == 1:
-                cycle = " -> ".join([*path[path.index(node):], node])
-                raise self.error(f"steps depend on each other in a cycle: {cycle}", self.runbook.step(node), "after")
+                cycle = " -> ".join([*path[path.index(node) :], node])
+                raise self.error(
+                    f"steps depend on each other in a cycle: {cycle}",
+                    self.runbook.step(node),
+                    "after",
+                )
             state[node] = 1
             for dep in sorted(deps[node]):
                 visit(dep, [*path, node])

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,8 +19,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command
 from sqlalchemy.engine import Engine
 
-from bot.actions.policy import check_approver
-from bot.actions.registry import Risk
+from bot.actions.policy import Risk, check_approver
 from bot.engine.catalog import RunbookCatalog
 from bot.engine.compiling import build_graph
 from bot.engine.loading import LoadedRunbook
@@ -71,7 +71,9 @@ class RunEngine:
 
     def _app(self, loaded: LoadedRunbook) -> Any:
         if loaded.name not in self._compiled:
-            self._compiled[loaded.name] = build_graph(loaded).compile(checkpointer=self.checkpointer)
+            self._compiled[loaded.name] = build_graph(loaded).compile(
+                checkpointer=self.checkpointer
+            )
         return self._compiled[loaded.name]
 
     # -- start -------------------------------------------------------------------------------
@@ -94,10 +96,16 @@ class RunEngine:
         now = self.deps.clock.now()
         with session_scope(self.db) as session:
             run_store.create_run(
-                session, run_id=run_id, incident_id=incident_id, runbook=loaded.name,
-                inputs=resolved | {"requester": requester}, at=now,
+                session,
+                run_id=run_id,
+                incident_id=incident_id,
+                runbook=loaded.name,
+                inputs=resolved | {"requester": requester},
+                at=now,
             )
-            Recorder(session, self.deps.clock).run_started(incident_id, run_id, loaded, target, requester)
+            Recorder(session, self.deps.clock).run_started(
+                incident_id, run_id, loaded, target, requester
+            )
         state: RunState = {
             "run_id": run_id,
             "runbook": loaded.name,
@@ -136,14 +144,19 @@ class RunEngine:
             if pending is None:
                 raise RunStateError(f"run {run_id[:8]} is {run.status}: it has no pending approval")
             loaded = self.catalog.get(run.runbook)
+            assert pending.id is not None
             incident_id = run.incident_id
             if decision == "approve":
                 risks = [Risk(p["risk"]) for p in pending.payload.get("proposals", [])]
                 requester = str(pending.payload.get("requester", ""))
                 check_approver(self.deps.policy, actor=actor, requester=requester, risks=risks)
             approval_store.decide_approval(
-                session, approval_id=pending.id, state="approved" if decision == "approve" else "rejected",
-                actor=actor, reason=reason or None, at=now,
+                session,
+                approval_id=pending.id,
+                state="approved" if decision == "approve" else "rejected",
+                actor=actor,
+                reason=reason or None,
+                at=now,
             )
         answer = {"decision": decision, "actor": actor, "at": now.isoformat(), "reason": reason}
         return self._drive(loaded, run_id, incident_id, Command(resume=answer), on_step)
@@ -167,24 +180,34 @@ class RunEngine:
                 for node, value in update.items():
                     if node == "__interrupt__":
                         approval = dict(value[0].value)
-                        self._record(incident_id, run_id, lambda r, a=approval: r.approval_requested(incident_id, run_id, a))
+                        with self._recorder() as recorder:
+                            recorder.approval_requested(incident_id, run_id, approval)
                         continue
                     for step_id, output in (value or {}).get("steps", {}).items():
-                        self._record(incident_id, run_id, lambda r, s=step_id, o=output: r.step(incident_id, run_id, loaded, s, o))
+                        with self._recorder() as recorder:
+                            recorder.step(incident_id, run_id, loaded, step_id, output)
                         if on_step is not None:
                             on_step(step_id, output)
         except Exception as exc:  # boundary: record, then re-raise
             ref = uuid.uuid4().hex[:6]
-            logger.exception("run failed", extra={"run_id": run_id, "incident_id": incident_id, "ref": ref})
-            self._record(incident_id, run_id, lambda r: r.run_failed(incident_id, run_id, exc, ref))
+            logger.exception(
+                "run failed", extra={"run_id": run_id, "incident_id": incident_id, "ref": ref}
+            )
+            with self._recorder() as recorder:
+                recorder.run_failed(incident_id, run_id, exc, ref)
             raise
         steps = dict(app.get_state(config).values.get("steps", {}))
         status = "awaiting_approval" if approval else self._final_status(steps)
         if not approval:
-            self._record(incident_id, run_id, lambda r: r.run_finished(incident_id, run_id, loaded, steps, status))
+            with self._recorder() as recorder:
+                recorder.run_finished(incident_id, run_id, loaded, steps, status)
         return RunOutcome(
-            run_id=run_id, incident=f"INC-{incident_id}", runbook=loaded.name, status=status,
-            steps=steps, approval=approval,
+            run_id=run_id,
+            incident=f"INC-{incident_id}",
+            runbook=loaded.name,
+            status=status,
+            steps=steps,
+            approval=approval,
         )
 
     @staticmethod
@@ -194,9 +217,10 @@ class RunEngine:
             return "rejected"
         return "completed"
 
-    def _record(self, incident_id: int, run_id: str, fn: Callable[[Recorder], None]) -> None:
+    @contextmanager
+    def _recorder(self) -> Iterator[Recorder]:
         with session_scope(self.db) as session:
-            fn(Recorder(session, self.deps.clock))
+            yield Recorder(session, self.deps.clock)
 
 
 def resolve_inputs(loaded: LoadedRunbook, given: Mapping[str, Any]) -> dict[str, Any]:
@@ -205,13 +229,18 @@ def resolve_inputs(loaded: LoadedRunbook, given: Mapping[str, Any]) -> dict[str,
     unknown = sorted(set(given) - set(spec) - {"requester"})
     if unknown:
         valid = ", ".join(spec) or "none"
-        raise UserInputError(f"runbook '{loaded.name}': unknown input '{unknown[0]}' (inputs: {valid})")
+        raise UserInputError(
+            f"runbook '{loaded.name}': unknown input '{unknown[0]}' (inputs: {valid})"
+        )
     resolved: dict[str, Any] = {}
     for name, item in spec.items():
         value = given.get(name, item.default)
         if value is None:
             if item.required:
-                raise UserInputError(f"runbook '{loaded.name}': input '{name}' is required ({item.help or item.type})")
+                raise UserInputError(
+                    f"runbook '{loaded.name}': input '{name}' is required "
+                    f"({item.help or item.type})"
+                )
             continue
         resolved[name] = _coerce(loaded.name, name, item.type, value)
     return resolved
@@ -229,5 +258,3 @@ def _coerce(runbook: str, name: str, kind: str, value: Any) -> Any:
     except (InvalidName, ValueError) as exc:
         raise UserInputError(f"runbook '{runbook}': input '{name}': {exc}") from exc
     return str(value)
-
-

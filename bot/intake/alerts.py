@@ -74,4 +74,6 @@ def parse_webhook(body: bytes | str | dict[str, object]) -> AlertmanagerWebhook:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "body"
-        raise UserInputError(f"invalid Alertmanager webhook: field '{where}': {first['msg']}") from exc
+        raise UserInputError(
+            f"invalid Alertmanager webhook: field '{where}': {first['msg']}"
+        ) from exc

@@ -31,7 +31,9 @@ def test_lowest_strong_layer_wins_over_louder_symptoms_above() -> None:
         [
             fired("nccl_timeout", Layer.WORKLOAD, Severity.CRITICAL, workload="llm"),
             fired("mfu_drop", Layer.WORKLOAD, Severity.WARNING, workload="llm"),
-            fired("ib_symbols", Layer.FABRIC, Severity.CRITICAL, node="gpu-node-04", hca="mlx5_2:1"),
+            fired(
+                "ib_symbols", Layer.FABRIC, Severity.CRITICAL, node="gpu-node-04", hca="mlx5_2:1"
+            ),
         ]
     )
     assert verdict.layer is Layer.FABRIC
@@ -59,7 +61,9 @@ def test_no_findings_is_healthy_with_ruled_out_layers() -> None:
 
 
 def test_missing_signals_are_reported_and_lower_confidence() -> None:
-    complete = localize([fired("dbe", Layer.GPU_HARDWARE, Severity.CRITICAL, node="n"), passed("ib", Layer.FABRIC)])
+    complete = localize(
+        [fired("dbe", Layer.GPU_HARDWARE, Severity.CRITICAL, node="n"), passed("ib", Layer.FABRIC)]
+    )
     partial = localize(
         [
             fired("dbe", Layer.GPU_HARDWARE, Severity.CRITICAL, node="n"),
@@ -73,7 +77,10 @@ def test_missing_signals_are_reported_and_lower_confidence() -> None:
 
 def test_a_layer_with_a_finding_is_never_ruled_out() -> None:
     verdict = localize(
-        [fired("dbe", Layer.GPU_HARDWARE, Severity.CRITICAL, node="n"), passed("sbe", Layer.GPU_HARDWARE)]
+        [
+            fired("dbe", Layer.GPU_HARDWARE, Severity.CRITICAL, node="n"),
+            passed("sbe", Layer.GPU_HARDWARE),
+        ]
     )
     assert Layer.GPU_HARDWARE not in verdict.ruled_out
 

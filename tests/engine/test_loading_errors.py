@@ -44,7 +44,9 @@ def test_unknown_signal_names_file_step_field_and_suggests() -> None:
     with pytest.raises(RunbookError) as err:
         load([{"id": "dbe", "signal": "gpu.ecc.dbe_rat"}, CHECK])
     message = str(err.value)
-    assert message.startswith("runbooks/t.yaml: step 'dbe': field 'signal': unknown signal 'gpu.ecc.dbe_rat'")
+    assert message.startswith(
+        "runbooks/t.yaml: step 'dbe': field 'signal': unknown signal 'gpu.ecc.dbe_rat'"
+    )
     assert "gpu.ecc.dbe_rate" in message
 
 
@@ -73,18 +75,29 @@ def test_unknown_action_lists_the_actions() -> None:
     ]
     with pytest.raises(RunbookError) as err:
         load(steps)
-    assert "step 'fix': field 'propose.0.action': unknown action 'nuke' (actions: cordon, drain" in str(err.value)
+    assert (
+        "step 'fix': field 'propose.0.action': unknown action 'nuke' (actions: cordon, drain"
+        in str(err.value)
+    )
 
 
 def test_unknown_layer_lists_the_layers() -> None:
     with pytest.raises(RunbookError) as err:
         load([{"id": "dbe", "signal": "gpu.ecc.dbe_rate"}, {**CHECK, "layer": "gpu"}])
-    assert "field 'layer': unknown layer 'gpu' (layers: facility, fabric, gpu_hardware" in str(err.value)
+    assert "field 'layer': unknown layer 'gpu' (layers: facility, fabric, gpu_hardware" in str(
+        err.value
+    )
 
 
 def test_duplicate_step_id_is_refused() -> None:
     with pytest.raises(RunbookError, match="step 'dbe': field 'id': duplicate step id"):
-        load([{"id": "dbe", "signal": "gpu.ecc.dbe_rate"}, {"id": "dbe", "signal": "gpu.ecc.sbe_rate"}, CHECK])
+        load(
+            [
+                {"id": "dbe", "signal": "gpu.ecc.dbe_rate"},
+                {"id": "dbe", "signal": "gpu.ecc.sbe_rate"},
+                CHECK,
+            ]
+        )
 
 
 def test_step_without_a_kind_names_the_valid_kinds() -> None:
@@ -102,7 +115,13 @@ def test_schema_typo_names_the_step_and_field() -> None:
 
 def test_gather_step_nobody_reads_is_unreachable() -> None:
     with pytest.raises(RunbookError, match="step 'sbe': field 'signal': unreachable"):
-        load([{"id": "dbe", "signal": "gpu.ecc.dbe_rate"}, {"id": "sbe", "signal": "gpu.ecc.sbe_rate"}, CHECK])
+        load(
+            [
+                {"id": "dbe", "signal": "gpu.ecc.dbe_rate"},
+                {"id": "sbe", "signal": "gpu.ecc.sbe_rate"},
+                CHECK,
+            ]
+        )
 
 
 def test_dependency_cycle_is_reported() -> None:
@@ -132,7 +151,9 @@ def test_macro_variables_are_not_step_references() -> None:
 
 
 def test_shipped_runbooks_load_and_have_dependencies() -> None:
-    catalog = load_catalog([RUNBOOK_DIR], signals=SIGNALS, actions=ACTIONS + ["gpu_reset", "uncordon"])
+    catalog = load_catalog(
+        [RUNBOOK_DIR], signals=SIGNALS, actions=ACTIONS + ["gpu_reset", "uncordon"]
+    )
     assert {"ecc-storm", "node-diagnose"} <= set(catalog.names())
     ecc = catalog.get("ecc-storm")
     assert ecc.deps["dbe"] == frozenset()

@@ -66,7 +66,11 @@ def _missing_signals(steps: dict[str, Any], reads: list[str]) -> list[str]:
 
 
 def _finding(
-    step: Step, loaded: LoadedRunbook, context: dict[str, Any], steps: dict[str, Any], reads: list[str]
+    step: Step,
+    loaded: LoadedRunbook,
+    context: dict[str, Any],
+    steps: dict[str, Any],
+    reads: list[str],
 ) -> Finding:
     try:
         summary = loaded.template(step.id, "finding").render(context)

@@ -96,7 +96,9 @@ def make_cluster_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
 
     def cluster_node(state: RunState, runtime: Runtime[Deps]) -> dict[str, Any]:
         nodes = target_nodes(loaded, step, state)
-        return output(step, {"read": step.cluster, "nodes": nodes, **reader(runtime.context, nodes, state)})
+        return output(
+            step, {"read": step.cluster, "nodes": nodes, **reader(runtime.context, nodes, state)}
+        )
 
     return cluster_node
 
@@ -129,8 +131,14 @@ def _read_pods(deps: Deps, nodes: list[str], state: RunState) -> dict[str, Any]:
     pods = [p for node in nodes for p in deps.cluster.pods_on(node)]
     return {
         "pods": [
-            {"name": p.name, "namespace": p.namespace, "phase": p.phase, "workload": p.workload,
-             "restarts": p.restarts, "last_terminated_reason": p.last_terminated_reason}
+            {
+                "name": p.name,
+                "namespace": p.namespace,
+                "phase": p.phase,
+                "workload": p.workload,
+                "restarts": p.restarts,
+                "last_terminated_reason": p.last_terminated_reason,
+            }
             for p in pods[:MAX_SAMPLES]
         ],
         "count": len(pods),
@@ -146,8 +154,14 @@ def _read_events(deps: Deps, nodes: list[str], state: RunState) -> dict[str, Any
     events = [e for node in nodes for e in deps.cluster.events(node, since=since)]
     return {
         "events": [
-            {"at": e.at.isoformat(), "kind": e.kind, "name": e.name, "reason": e.reason,
-             "message": e.message, "type": e.type}
+            {
+                "at": e.at.isoformat(),
+                "kind": e.kind,
+                "name": e.name,
+                "reason": e.reason,
+                "message": e.message,
+                "type": e.type,
+            }
             for e in events[:MAX_SAMPLES]
         ],
         "count": len(events),
@@ -169,8 +183,13 @@ def _classified(deps: Deps, text: str) -> dict[str, Any]:
         "xids": list(found.xids),
         "has_xid": bool(found.xids),
         "matches": [
-            {"signature": m.signature, "layer": m.layer, "severity": m.severity,
-             "line": m.line[:300], "xid": m.xid}
+            {
+                "signature": m.signature,
+                "layer": m.layer,
+                "severity": m.severity,
+                "line": m.line[:300],
+                "xid": m.xid,
+            }
             for m in found.matches[:20]
         ],
         "match_count": len(found.matches),

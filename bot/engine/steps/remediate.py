@@ -15,8 +15,8 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from bot.actions.executing import execute_once, idempotency_key
-from bot.actions.policy import is_expired, needs_approval
-from bot.actions.registry import ActionContext, Risk
+from bot.actions.policy import Risk, is_expired, needs_approval
+from bot.actions.registry import ActionContext
 from bot.engine.expressions import ExpressionError
 from bot.engine.loading import LoadedRunbook
 from bot.engine.schema import Step, StepKind
@@ -40,7 +40,9 @@ def make_propose_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
         deps = runtime.context
         context = step_context(state)
         steps = state.get("steps", {})
-        healthy = bool(localizers) and all(steps.get(l, {}).get("layer") == "none" for l in localizers)
+        healthy = bool(localizers) and all(
+            steps.get(sid, {}).get("layer") == "none" for sid in localizers
+        )
         proposals = [] if healthy else _proposals(step, loaded, context, deps)
         now = deps.clock.now()
         ttl = deps.policy.approval_ttl
@@ -61,7 +63,9 @@ def make_propose_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
     return propose_node
 
 
-def _proposals(step: Step, loaded: LoadedRunbook, context: dict[str, Any], deps: Deps) -> list[dict[str, Any]]:
+def _proposals(
+    step: Step, loaded: LoadedRunbook, context: dict[str, Any], deps: Deps
+) -> list[dict[str, Any]]:
     proposals = []
     for index, proposal in enumerate(step.propose or []):
         where = f"propose.{index}"
@@ -92,7 +96,9 @@ def _proposals(step: Step, loaded: LoadedRunbook, context: dict[str, Any], deps:
     return proposals
 
 
-def _render_param(loaded: LoadedRunbook, step: Step, field: str, value: Any, context: dict[str, Any]) -> Any:
+def _render_param(
+    loaded: LoadedRunbook, step: Step, field: str, value: Any, context: dict[str, Any]
+) -> Any:
     if not isinstance(value, str):
         return value
     try:
@@ -111,7 +117,9 @@ def make_approve_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
         if not proposals:
             return output(step, {"decision": "not_needed", "actor": "bot", "proposals": []})
         if not any(p.get("needs_approval") for p in proposed):
-            return output(step, {"decision": "approved", "actor": "policy:auto", "proposals": proposals})
+            return output(
+                step, {"decision": "approved", "actor": "policy:auto", "proposals": proposals}
+            )
         expires_at = min(p["expires_at"] for p in proposed)
         payload = {
             "run_id": state.get("run_id"),
@@ -134,7 +142,11 @@ def _decision(answer: Any, expires_at: str) -> dict[str, Any]:
     data = answer if isinstance(answer, dict) else {"decision": str(answer)}
     decision = str(data.get("decision", "reject"))
     at = str(data.get("at", ""))
-    if decision == "approve" and at and is_expired(datetime.fromisoformat(expires_at), datetime.fromisoformat(at)):
+    if (
+        decision == "approve"
+        and at
+        and is_expired(datetime.fromisoformat(expires_at), datetime.fromisoformat(at))
+    ):
         decision = "expired"
     normalized = {"approve": "approved", "reject": "rejected"}.get(decision, decision)
     return {
@@ -157,14 +169,19 @@ def make_act_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
         decisions = [steps[a] for a in approvers if a in steps]
         if approvers and not all(d.get("decision") == "approved" for d in decisions):
             reason = ", ".join(f"{d.get('decision')} by {d.get('actor')}" for d in decisions)
-            return output(step, {"skipped": True, "reason": reason or "not approved", "results": []})
+            return output(
+                step, {"skipped": True, "reason": reason or "not approved", "results": []}
+            )
         proposals = [item for p in proposers for item in steps.get(p, {}).get("proposals", [])]
         verdict = steps.get(localizers[0], {}) if localizers else {}
         results = []
         for proposal in proposals:
             spec = deps.actions.get(proposal["action"])
             key = idempotency_key(
-                run_id=state.get("run_id", ""), step_id=step.id, action=spec.name, target=proposal["target"]
+                run_id=state.get("run_id", ""),
+                step_id=step.id,
+                action=spec.name,
+                target=proposal["target"],
             )
             ctx = ActionContext(
                 cluster=deps.cluster,
@@ -177,12 +194,19 @@ def make_act_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
             )
             results.append(
                 execute_once(
-                    spec, ctx, ledger=deps.ledger, step_id=step.id, target=proposal["target"],
-                    params=proposal.get("params", {}), dry_run=deps.policy.dry_run,
+                    spec,
+                    ctx,
+                    ledger=deps.ledger,
+                    step_id=step.id,
+                    target=proposal["target"],
+                    params=proposal.get("params", {}),
+                    dry_run=deps.policy.dry_run,
                 )
             )
         ok = all(r["outcome"] in ("changed", "already_done") for r in results)
-        return output(step, {"skipped": False, "results": results, "succeeded": ok and bool(results)})
+        return output(
+            step, {"skipped": False, "results": results, "succeeded": ok and bool(results)}
+        )
 
     return act_node
 
@@ -199,7 +223,9 @@ def make_verify_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
         acts = [steps.get(a, {}) for a in actors]
         if not acts or any(a.get("skipped") or not a.get("succeeded") for a in acts):
             return output(step, {"status": "skipped", "reason": "no action was carried out"})
-        if spec.when is not None and not loaded.expression(step.id, "verify.when").test(step_context(state)):
+        if spec.when is not None and not loaded.expression(step.id, "verify.when").test(
+            step_context(state)
+        ):
             return output(step, {"status": "skipped", "reason": f"condition not met: {spec.when}"})
         nodes = expand_nodes(str(state.get("inputs", {}).get("node") or state.get("target", "")))
         window = parse_duration(spec.window) if spec.window else step_window(loaded, step, state)
@@ -209,7 +235,9 @@ def make_verify_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
         while True:
             polls += 1
             try:
-                result = deps.telemetry.read(SignalQuery(signal=spec.signal, nodes=tuple(nodes), window=window))
+                result = deps.telemetry.read(
+                    SignalQuery(signal=spec.signal, nodes=tuple(nodes), window=window)
+                )
             except TelemetryUnavailable:
                 result = SignalResult(signal=spec.signal, missing_nodes=tuple(nodes))
             queries += result.queries
@@ -233,7 +261,9 @@ def _holds(expect: Any, summary: dict[str, Any]) -> bool:
         return False
 
 
-def _verified(status: str, summary: dict[str, Any], polls: int, queries: int, deps: Deps) -> dict[str, Any]:
+def _verified(
+    status: str, summary: dict[str, Any], polls: int, queries: int, deps: Deps
+) -> dict[str, Any]:
     return {
         "status": status,
         "signal": summary.get("signal"),

@@ -1,0 +1,58 @@
+"""The action ledger over the database: idempotency keys are unique in `actions`, so the
+claim is decided by the database, never by an in-memory cache (DESIGN §8)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy.engine import Engine
+
+from bot.actions.executing import Claim
+from storage import actions as action_store
+from storage.db import session_scope
+
+#: How long a claimed action may run before another worker may take it over.
+ACTION_LEASE = timedelta(minutes=10)
+
+
+class SqlActionLedger:
+    def __init__(self, db: Engine) -> None:
+        self._db = db
+
+    def claim(
+        self,
+        *,
+        key: str,
+        run_id: str,
+        step_id: str,
+        action: str,
+        target: str,
+        params: Mapping[str, Any],
+        at: datetime,
+    ) -> Claim:
+        with session_scope(self._db) as session:
+            row, claimed = action_store.claim_action(
+                session,
+                key=key,
+                run_id=run_id,
+                step_id=step_id,
+                action=action,
+                target=target,
+                params=params,
+                at=at,
+                lease=ACTION_LEASE,
+            )
+            return Claim(claimed, row.status, dict(row.result or {}))
+
+    def finish(self, *, key: str, status: str, result: Mapping[str, Any], at: datetime) -> None:
+        with session_scope(self._db) as session:
+            action_store.finish_action(
+                session,
+                key=key,
+                status=status,
+                at=at,
+                result=result,
+                outcome=str(result.get("outcome", status)),
+            )

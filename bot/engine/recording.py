@@ -1,0 +1,349 @@
+"""Turns run progress into durable records: timeline events, findings, approvals, verdicts and
+incident transitions. Called by `running.py` inside a session; never by node code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from sqlmodel import Session
+
+from bot.clock import Clock
+from bot.engine.loading import LoadedRunbook
+from bot.engine.summaries import describe_step
+from bot.incidents import lifecycle
+from bot.incidents.states import IncidentState
+from bot.incidents.timeline import EventKind
+from storage import alerts as alert_store
+from storage import approvals as approval_store
+from storage import incidents as incident_store
+from storage import runs as run_store
+from storage.tables import Incident
+
+BOT = "bot"
+
+_APPROVAL_EVENTS = {
+    "approved": EventKind.APPROVAL_GRANTED,
+    "rejected": EventKind.APPROVAL_REJECTED,
+    "expired": EventKind.APPROVAL_EXPIRED,
+}
+_ACTION_EVENTS = {
+    "changed": EventKind.ACTION_SUCCEEDED,
+    "already_done": EventKind.ACTION_SUCCEEDED,
+    "dry_run": EventKind.ACTION_SKIPPED,
+    "skipped": EventKind.ACTION_SKIPPED,
+    "failed": EventKind.ACTION_FAILED,
+}
+
+
+class Recorder:
+    def __init__(self, session: Session, clock: Clock) -> None:
+        self.session, self.clock = session, clock
+
+    def _incident(self, incident_id: int) -> Incident:
+        incident = incident_store.get_incident(self.session, incident_id)
+        if incident is None:
+            raise LookupError(f"incident {incident_id} vanished")
+        return incident
+
+    def _event(
+        self,
+        incident_id: int,
+        kind: EventKind,
+        summary: str,
+        *,
+        run_id: str,
+        step_id: str | None = None,
+        actor: str = BOT,
+        payload: Mapping[str, Any] | None = None,
+        at: datetime | None = None,
+    ) -> None:
+        lifecycle.record(
+            self.session,
+            incident_id=incident_id,
+            kind=kind,
+            at=at or self.clock.now(),
+            actor=actor,
+            summary=summary,
+            payload=payload,
+            run_id=run_id,
+            step_id=step_id,
+        )
+
+    def _move(
+        self, incident_id: int, to: IncidentState, *, actor: str = BOT, reason: str | None = None
+    ) -> None:
+        incident = self._incident(incident_id)
+        if incident.state == to.value or incident.state == IncidentState.RESOLVED.value:
+            return
+        lifecycle.transition(
+            self.session, incident, to=to, at=self.clock.now(), actor=actor, reason=reason
+        )
+
+    # -- run lifecycle -----------------------------------------------------------------------
+    def run_started(
+        self, incident_id: int, run_id: str, loaded: LoadedRunbook, target: str, requester: str
+    ) -> None:
+        self._event(
+            incident_id,
+            EventKind.RUN_STARTED,
+            f"Runbook {loaded.name} started on {target}",
+            run_id=run_id,
+            actor=requester,
+            payload={"runbook": loaded.name, "target": target},
+        )
+        self._move(incident_id, IncidentState.TRIAGING)
+
+    def run_failed(self, incident_id: int, run_id: str, exc: BaseException, ref: str) -> None:
+        run_store.update_run(
+            self.session,
+            run_id,
+            status="failed",
+            finished_at=self.clock.now(),
+            error=f"ref {ref}: {type(exc).__name__}",
+        )
+        self._event(
+            incident_id,
+            EventKind.STEP_FAILED,
+            f"Run failed unexpectedly (ref {ref}); see the bot's log",
+            run_id=run_id,
+            payload={"ref": ref, "error": type(exc).__name__},
+        )
+
+    def run_finished(
+        self,
+        incident_id: int,
+        run_id: str,
+        loaded: LoadedRunbook,
+        steps: Mapping[str, Any],
+        status: str,
+    ) -> None:
+        queries = sum(int(o.get("queries", 0)) for o in steps.values())
+        run_store.update_run(
+            self.session, run_id, status=status, finished_at=self.clock.now(), queries=queries
+        )
+        verdict: Mapping[str, Any] = next(
+            (o for o in steps.values() if o.get("kind") == "localize"), {}
+        )
+        acts = [o for o in steps.values() if o.get("kind") == "act"]
+        verifies = [
+            o for o in steps.values() if o.get("kind") == "verify" and o.get("status") != "skipped"
+        ]
+        firing = alert_store.has_firing_alerts(self.session, incident_id)
+        if status == "rejected":
+            self._move(
+                incident_id,
+                IncidentState.TRIAGING,
+                reason="remediation not approved; over to humans",
+            )
+        elif verdict.get("layer") == "none" and not firing:
+            self._move(incident_id, IncidentState.RESOLVED, reason="no fault found")
+        elif acts and all(a.get("succeeded") for a in acts):
+            if any(v.get("status") == "failed" for v in verifies):
+                self._move(incident_id, IncidentState.TRIAGING, reason="verification failed")
+                return
+            self._move(
+                incident_id,
+                IncidentState.MONITORING,
+                reason="actions carried out" + (" and verified" if verifies else ""),
+            )
+            if not firing:
+                self._move(incident_id, IncidentState.RESOLVED, reason="mitigated")
+        elif acts and any(a.get("results") and not a.get("succeeded") for a in acts):
+            self._move(incident_id, IncidentState.TRIAGING, reason="an action did not succeed")
+
+    # -- approval ------------------------------------------------------------------------------
+    def approval_requested(self, incident_id: int, run_id: str, payload: Mapping[str, Any]) -> None:
+        expires_at = datetime.fromisoformat(str(payload["expires_at"]))
+        approval_store.request_approval(
+            self.session,
+            run_id=run_id,
+            incident_id=incident_id,
+            step_id=str(payload["step_id"]),
+            payload=dict(payload),
+            at=self.clock.now(),
+            expires_at=expires_at,
+        )
+        actions = ", ".join(p["description"] for p in payload.get("proposals", []))
+        self._event(
+            incident_id,
+            EventKind.APPROVAL_REQUESTED,
+            f"Approval requested: {actions} (expires {expires_at:%H:%M} UTC)",
+            run_id=run_id,
+            step_id=str(payload["step_id"]),
+            payload=dict(payload),
+        )
+        run_store.update_run(self.session, run_id, status="awaiting_approval")
+        self._move(incident_id, IncidentState.AWAITING_APPROVAL)
+
+    # -- steps ---------------------------------------------------------------------------------
+    def step(
+        self,
+        incident_id: int,
+        run_id: str,
+        loaded: LoadedRunbook,
+        step_id: str,
+        output: Mapping[str, Any],
+    ) -> None:
+        kind = output.get("kind")
+        handler = getattr(self, f"_on_{kind}", None)
+        if handler is not None:
+            handler(incident_id, run_id, loaded, step_id, output)
+            return
+        self._event(
+            incident_id,
+            EventKind.STEP_COMPLETED,
+            _step_summary(loaded, step_id, output),
+            run_id=run_id,
+            step_id=step_id,
+            payload=_trim(output),
+        )
+
+    def _on_check(
+        self,
+        incident_id: int,
+        run_id: str,
+        loaded: LoadedRunbook,
+        step_id: str,
+        output: Mapping[str, Any],
+    ) -> None:
+        finding = output.get("finding")
+        if output.get("status") == "fired" and finding:
+            run_store.add_findings(
+                self.session,
+                run_id=run_id,
+                incident_id=incident_id,
+                findings=[finding],
+                at=self.clock.now(),
+            )
+            self._event(
+                incident_id,
+                EventKind.FINDING,
+                f"[{finding['severity']}/{finding['layer']}] {finding['summary']}",
+                run_id=run_id,
+                step_id=step_id,
+                payload=finding,
+            )
+            return
+        self._event(
+            incident_id,
+            EventKind.STEP_COMPLETED,
+            _step_summary(loaded, step_id, output),
+            run_id=run_id,
+            step_id=step_id,
+            payload=_trim(output),
+        )
+
+    def _on_localize(
+        self,
+        incident_id: int,
+        run_id: str,
+        loaded: LoadedRunbook,
+        step_id: str,
+        output: Mapping[str, Any],
+    ) -> None:
+        run_store.update_run(self.session, run_id, verdict=dict(output))
+        lifecycle.mark_diagnosed(
+            self.session,
+            self._incident(incident_id),
+            at=self.clock.now(),
+            layer=str(output["layer"]),
+            confidence=float(output["confidence"]),
+            culprits=list(output.get("culprits", [])),
+            run_id=run_id,
+            step_id=step_id,
+        )
+
+    def _on_approve(
+        self,
+        incident_id: int,
+        run_id: str,
+        loaded: LoadedRunbook,
+        step_id: str,
+        output: Mapping[str, Any],
+    ) -> None:
+        decision = str(output.get("decision"))
+        if decision not in _APPROVAL_EVENTS:
+            return
+        actor = str(output.get("actor", BOT))
+        summary = f"Remediation {decision} by {actor}" + (
+            f": {output['reason']}" if output.get("reason") else ""
+        )
+        self._event(
+            incident_id,
+            _APPROVAL_EVENTS[decision],
+            summary,
+            run_id=run_id,
+            step_id=step_id,
+            actor=actor,
+            payload=_trim(output),
+        )
+        if decision == "approved":
+            lifecycle.mark_acknowledged(
+                self.session, self._incident(incident_id), at=self.clock.now(), actor=actor
+            )
+            self._move(incident_id, IncidentState.MITIGATING, actor=actor)
+
+    def _on_act(
+        self,
+        incident_id: int,
+        run_id: str,
+        loaded: LoadedRunbook,
+        step_id: str,
+        output: Mapping[str, Any],
+    ) -> None:
+        if output.get("skipped"):
+            self._event(
+                incident_id,
+                EventKind.ACTION_SKIPPED,
+                f"Actions skipped: {output.get('reason')}",
+                run_id=run_id,
+                step_id=step_id,
+            )
+            return
+        for result in output.get("results", []):
+            if result.get("repeated"):
+                continue
+            kind = _ACTION_EVENTS.get(str(result.get("outcome")), EventKind.ACTION_SUCCEEDED)
+            self._event(
+                incident_id,
+                kind,
+                str(result.get("detail")),
+                run_id=run_id,
+                step_id=step_id,
+                payload=result,
+            )
+
+    def _on_verify(
+        self,
+        incident_id: int,
+        run_id: str,
+        loaded: LoadedRunbook,
+        step_id: str,
+        output: Mapping[str, Any],
+    ) -> None:
+        status = output.get("status")
+        if status == "skipped":
+            return
+        kind = (
+            EventKind.VERIFICATION_PASSED if status == "passed" else EventKind.VERIFICATION_FAILED
+        )
+        summary = (
+            f"Verification {status}: {output.get('signal')} = {output.get('value')} "
+            f"after {output.get('polls')} poll(s)"
+        )
+        self._event(
+            incident_id, kind, summary, run_id=run_id, step_id=step_id, payload=_trim(output)
+        )
+
+
+def _step_summary(loaded: LoadedRunbook, step_id: str, output: Mapping[str, Any]) -> str:
+    title = loaded.runbook.step(step_id).title or step_id
+    return f"{title}: {describe_step(step_id, output)[1]}"
+
+
+def _trim(output: Mapping[str, Any]) -> dict[str, Any]:
+    """Step payloads for the timeline, without the bulky sample lists."""
+    return {k: v for k, v in output.items() if k not in ("samples", "items", "pods", "events")}

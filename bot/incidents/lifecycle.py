@@ -1,0 +1,368 @@
+"""Open, move and annotate incidents; every change is stamped and appended to the timeline.
+
+This module owns the timestamp rules behind the MTTR figures (see `mttr.py`):
+`detected_at` when the incident opens, `diagnosed_at` at the first verdict (`mark_diagnosed`),
+`acknowledged_at` at the first human action (`mark_acknowledged`, also implied by any human
+transition or note), `mitigated_at` on entering `monitoring` (an action was verified) and
+`resolved_at` on entering `resolved`. Every write is checked with `mttr.check_order` first.
+Times are passed in (from the Clock); nothing here calls now(). The caller commits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlmodel import Session
+
+from bot.errors import UserInputError
+from bot.incidents.mttr import TimestampOrderError, check_order, format_duration
+from bot.incidents.states import IncidentState, check_transition
+from bot.incidents.timeline import ALERTMANAGER, PINNED_BY_DEFAULT, EventKind, is_human_actor
+from storage import incidents as store
+from storage.errors import IncidentAlreadyOpenError
+from storage.tables import Incident, TimelineEvent
+
+
+def _aware(value: datetime, name: str) -> datetime:
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"{name} must be a timezone-aware UTC datetime, got {value.isoformat()}")
+    return value.astimezone(UTC)
+
+
+def _check(incident: Incident, **changes: datetime | None) -> None:
+    """Raise TimestampOrderError if applying `changes` would put the timestamps out of order."""
+    stamps: dict[str, datetime | None] = {
+        "fired_at": incident.fired_at,
+        "detected_at": incident.detected_at,
+        "acknowledged_at": incident.acknowledged_at,
+        "diagnosed_at": incident.diagnosed_at,
+        "mitigated_at": incident.mitigated_at,
+        "resolved_at": incident.resolved_at,
+    }
+    stamps.update(changes)
+    check_order(**stamps)
+
+
+def _id(incident: Incident) -> int:
+    if incident.id is None:
+        raise ValueError("the incident has not been stored yet (no id)")
+    return incident.id
+
+
+def record(
+    session: Session,
+    *,
+    incident_id: int,
+    kind: EventKind,
+    at: datetime,
+    actor: str,
+    summary: str,
+    payload: Mapping[str, Any] | None = None,
+    pinned: bool | None = None,
+    run_id: str | None = None,
+    step_id: str | None = None,
+) -> TimelineEvent:
+    """Append a timeline event; `pinned` defaults to whether the kind is in the curated story."""
+    return store.append_event(
+        session,
+        incident_id=incident_id,
+        at=_aware(at, "at"),
+        kind=kind.value,
+        actor=actor,
+        summary=summary,
+        payload=payload,
+        pinned=kind in PINNED_BY_DEFAULT if pinned is None else pinned,
+        run_id=run_id,
+        step_id=step_id,
+    )
+
+
+def open_incident(
+    session: Session,
+    *,
+    runbook: str,
+    target: str,
+    target_kind: str,
+    severity: str,
+    title: str,
+    fired_at: datetime | None,
+    detected_at: datetime,
+    actor: str,
+) -> Incident:
+    """Open an incident (state `open`) and record `alert_fired` (if fired_at) and `incident_opened`.
+
+    An alert whose startsAt is later than our detection (clock skew between Prometheus and the
+    bot) is clamped to `detected_at`; the reported time stays in the alert_fired payload.
+    Raises IncidentAlreadyOpenError when the (runbook, target) group already has an open one.
+    """
+    detected_at = _aware(detected_at, "detected_at")
+    reported = fired_at = None if fired_at is None else _aware(fired_at, "fired_at")
+    if fired_at is not None and fired_at > detected_at:
+        fired_at = detected_at
+    incident = store.create_incident(
+        session,
+        runbook=runbook,
+        target=target,
+        target_kind=target_kind,
+        severity=severity,
+        title=title,
+        at=detected_at,
+        fired_at=fired_at,
+        detected_at=detected_at,
+    )
+    incident_id = _id(incident)
+    if fired_at is not None and reported is not None:
+        payload: dict[str, Any] = {"starts_at": reported.isoformat()}
+        if reported != fired_at:
+            payload["clamped_to"] = fired_at.isoformat()
+        record(
+            session,
+            incident_id=incident_id,
+            kind=EventKind.ALERT_FIRED,
+            at=fired_at,
+            actor=ALERTMANAGER,
+            summary=f"Alert fired for {target}",
+            payload=payload,
+        )
+    record(
+        session,
+        incident_id=incident_id,
+        kind=EventKind.INCIDENT_OPENED,
+        at=detected_at,
+        actor=actor,
+        summary=f"{incident.ref} opened: {title}",
+        payload={"runbook": runbook, "target": target, "severity": severity},
+    )
+    return incident
+
+
+def open_or_attach(
+    session: Session,
+    *,
+    runbook: str,
+    target: str,
+    target_kind: str,
+    severity: str,
+    title: str,
+    fired_at: datetime | None,
+    detected_at: datetime,
+    actor: str,
+) -> tuple[Incident, bool]:
+    """The open incident for (runbook, target), opening one if needed. Returns (incident, opened).
+
+    Safe across replicas: if another one opens the incident first, the database refuses ours
+    and we attach to theirs.
+    """
+    existing = store.find_open_incident(session, store.group_key(runbook=runbook, target=target))
+    if existing is not None:
+        return existing, False
+    try:
+        incident = open_incident(
+            session,
+            runbook=runbook,
+            target=target,
+            target_kind=target_kind,
+            severity=severity,
+            title=title,
+            fired_at=fired_at,
+            detected_at=detected_at,
+            actor=actor,
+        )
+    except IncidentAlreadyOpenError as exc:
+        winner = store.get_incident(session, exc.incident_id) if exc.incident_id else None
+        if winner is None:
+            raise
+        return winner, False
+    return incident, True
+
+
+def transition(
+    session: Session,
+    incident: Incident,
+    *,
+    to: IncidentState | str,
+    at: datetime,
+    actor: str,
+    reason: str | None = None,
+) -> Incident:
+    """Move the incident to `to`, stamp its timestamps and record the change.
+
+    Moving to the current state is a no-op. Raises InvalidTransitionError for a move the state
+    machine forbids and TimestampOrderError if `at` is earlier than the incident's history.
+    A transition by a human also acknowledges the incident.
+    """
+    at = _aware(at, "at")
+    src, dst = IncidentState(incident.state), IncidentState(to)
+    if src is dst:
+        return incident
+    check_transition(src, dst, ref=incident.ref)
+    changes: dict[str, datetime | None] = {}
+    if dst is IncidentState.MONITORING and incident.mitigated_at is None:
+        changes["mitigated_at"] = at
+    if dst is IncidentState.RESOLVED:
+        changes["resolved_at"] = at
+    if src is IncidentState.RESOLVED:
+        changes["resolved_at"] = None  # reopened: resolved again later
+    _check(incident, **changes)
+    if incident.detected_at is not None and at < incident.detected_at:
+        raise TimestampOrderError("detected_at", incident.detected_at, f"{dst.value} time", at)
+    if is_human_actor(actor):
+        mark_acknowledged(session, incident, at=at, actor=actor)
+    for name, value in changes.items():
+        setattr(incident, name, value)
+    incident.state = dst.value
+    session.add(incident)
+    verb = "reopened" if src is IncidentState.RESOLVED else f"{src.value} → {dst.value}"
+    record(
+        session,
+        incident_id=_id(incident),
+        kind=EventKind.STATE_CHANGED,
+        at=at,
+        actor=actor,
+        summary=verb + (f": {reason}" if reason else ""),
+        payload={"from": src.value, "to": dst.value, "reason": reason},
+    )
+    if dst is IncidentState.RESOLVED:
+        _record_resolved(session, incident, at=at, actor=actor, reason=reason)
+    return incident
+
+
+def _record_resolved(
+    session: Session, incident: Incident, *, at: datetime, actor: str, reason: str | None
+) -> None:
+    mttr = (
+        incident.resolved_at - incident.fired_at
+        if incident.fired_at and incident.resolved_at
+        else None
+    )
+    summary = f"{incident.ref} resolved" + (
+        f" after {format_duration(mttr)} (MTTR)" if mttr else ""
+    )
+    record(
+        session,
+        incident_id=_id(incident),
+        kind=EventKind.INCIDENT_RESOLVED,
+        at=at,
+        actor=actor,
+        summary=summary + (f": {reason}" if reason else ""),
+        payload={"mttr_seconds": mttr.total_seconds() if mttr else None, "reason": reason},
+    )
+
+
+def mark_diagnosed(
+    session: Session,
+    incident: Incident,
+    *,
+    at: datetime,
+    layer: str,
+    confidence: float | None,
+    culprits: Sequence[str],
+    actor: str = "bot",
+    run_id: str | None = None,
+    step_id: str | None = None,
+) -> Incident:
+    """Record a verdict: the layer, confidence and culprits, and a pinned `verdict` event.
+
+    `diagnosed_at` keeps the first diagnosis (time to diagnosis measures the first answer);
+    a later verdict updates layer, confidence and culprits.
+    """
+    at = _aware(at, "at")
+    if incident.diagnosed_at is None:
+        _check(incident, diagnosed_at=at)
+        incident.diagnosed_at = at
+    incident.layer, incident.confidence, incident.culprits = layer, confidence, list(culprits)
+    session.add(incident)
+    shown = "" if confidence is None else f" (confidence {confidence:.0%})"
+    record(
+        session,
+        incident_id=_id(incident),
+        kind=EventKind.VERDICT,
+        at=at,
+        actor=actor,
+        summary=f"Localized to {layer}{shown}; culprits: {', '.join(culprits) or 'none'}",
+        payload={"layer": layer, "confidence": confidence, "culprits": list(culprits)},
+        run_id=run_id,
+        step_id=step_id,
+    )
+    return incident
+
+
+def mark_acknowledged(session: Session, incident: Incident, *, at: datetime, actor: str) -> bool:
+    """Stamp `acknowledged_at` at a human's first action. Returns whether it was stamped.
+
+    Machines (the bot, Alertmanager) never acknowledge, the first human wins, and a resolved
+    incident is no longer acknowledged.
+    """
+    at = _aware(at, "at")
+    if (
+        not is_human_actor(actor)
+        or incident.acknowledged_at is not None
+        or incident.state == IncidentState.RESOLVED
+    ):
+        return False
+    _check(incident, acknowledged_at=at)
+    incident.acknowledged_at, incident.acknowledged_by = at, actor
+    session.add(incident)
+    record(
+        session,
+        incident_id=_id(incident),
+        kind=EventKind.INCIDENT_ACKNOWLEDGED,
+        at=at,
+        actor=actor,
+        summary=f"Acknowledged by {actor}",
+    )
+    return True
+
+
+def add_note(
+    session: Session,
+    incident: Incident,
+    *,
+    at: datetime,
+    actor: str,
+    text: str,
+    pinned: bool = False,
+) -> TimelineEvent:
+    """A person's note on the timeline (a human note also acknowledges the incident)."""
+    mark_acknowledged(session, incident, at=at, actor=actor)
+    return record(
+        session,
+        incident_id=_id(incident),
+        kind=EventKind.NOTE,
+        at=at,
+        actor=actor,
+        summary=text,
+        pinned=pinned,
+    )
+
+
+def correct_fired_at(
+    session: Session, incident: Incident, *, fired_at: datetime, actor: str, at: datetime
+) -> Incident:
+    """Set the start of impact by hand (impact often starts before the alert).
+
+    Raises UserInputError if the new time is after any later timestamp of the incident.
+    """
+    fired_at, at = _aware(fired_at, "fired_at"), _aware(at, "at")
+    try:
+        _check(incident, fired_at=fired_at)
+    except TimestampOrderError as exc:
+        raise UserInputError(f"{incident.ref}: cannot set fired_at: {exc}") from exc
+    previous = incident.fired_at
+    incident.fired_at, incident.fired_at_corrected_by = fired_at, actor
+    session.add(incident)
+    record(
+        session,
+        incident_id=_id(incident),
+        kind=EventKind.FIRED_AT_CORRECTED,
+        at=at,
+        actor=actor,
+        summary=f"fired_at set to {fired_at:%Y-%m-%d %H:%M:%S} UTC by {actor}",
+        payload={
+            "previous": previous.isoformat() if previous else None,
+            "fired_at": fired_at.isoformat(),
+        },
+    )
+    return incident

@@ -1,0 +1,220 @@
+"""Incident + timeline -> a postmortem document in Markdown or JSON (pure: no I/O imports).
+
+JSON schema (`"schema": "gpu-oncall/postmortem/v1"`, stable; new keys may be added):
+
+    {
+      "schema": "gpu-oncall/postmortem/v1",
+      "pinned_only": false,
+      "incident": {"id": "INC-7", "number": 7, "runbook", "target", "target_kind", "severity",
+                   "title", "state", "layer", "confidence", "culprits": [str],
+                   "created_at", "fired_at", "detected_at", "diagnosed_at", "acknowledged_at",
+                   "acknowledged_by", "mitigated_at", "resolved_at", "fired_at_corrected_by"},
+      "figures": {"mttd", "mtta", "time_to_diagnosis", "mttm", "mttr"},   # seconds or null
+      "formulas": {"mttd": "detected_at - fired_at", ...},
+      "figures_error": null,      # a message instead of figures when timestamps are corrupt
+      "timeline": [{"at", "kind", "actor", "summary", "pinned", "run_id", "step_id",
+                    "payload": {}}]
+    }
+
+Times are ISO 8601 UTC strings (`2026-01-01T00:00:00+00:00`) or null. `parse_postmortem_json`
+reads the document back into views. HTML is not implemented yet.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import fields
+from datetime import UTC, datetime
+from typing import Any
+
+from bot.errors import UserInputError
+from bot.incidents.mttr import DEFINITIONS, MttrFigures, TimestampOrderError, format_duration
+from bot.incidents.views import EventView, IncidentView
+
+SCHEMA = "gpu-oncall/postmortem/v1"
+FORMATS = ("md", "json")
+_TIMESTAMPS = (
+    "created_at",
+    "fired_at",
+    "detected_at",
+    "diagnosed_at",
+    "acknowledged_at",
+    "mitigated_at",
+    "resolved_at",
+)
+
+
+class UnsupportedFormatError(UserInputError, ValueError):
+    """A postmortem format that cannot be rendered; the message lists the valid formats."""
+
+
+def render_postmortem(
+    incident: IncidentView,
+    events: Sequence[EventView],
+    fmt: str = "md",
+    *,
+    pinned_only: bool = False,
+) -> str:
+    """The postmortem of `incident` as `md` or `json`; `pinned_only` keeps the curated story."""
+    shown = [e for e in sorted(events, key=lambda e: e.at) if e.pinned or not pinned_only]
+    if fmt == "md":
+        return _markdown(incident, shown, pinned_only=pinned_only)
+    if fmt == "json":
+        return json.dumps(_document(incident, shown, pinned_only=pinned_only), indent=2) + "\n"
+    hint = " (HTML is not available yet)" if fmt == "html" else ""
+    raise UnsupportedFormatError(
+        f"unknown postmortem format '{fmt}'{hint} (formats: {', '.join(FORMATS)})"
+    )
+
+
+def _figures(incident: IncidentView) -> tuple[MttrFigures | None, str | None]:
+    try:
+        return incident.figures(), None
+    except TimestampOrderError as exc:
+        return None, f"figures unavailable: {exc}"
+
+
+# -- Markdown -----------------------------------------------------------------------------------
+
+
+def _markdown(incident: IncidentView, events: Sequence[EventView], *, pinned_only: bool) -> str:
+    lines = [
+        f"# {incident.ref}: {incident.runbook} on {incident.target} "
+        f"({incident.severity}, {incident.state})",
+        "",
+        _cell(incident.title),
+        "",
+        *_summary(incident),
+        "",
+        "## Timestamps (UTC)",
+        "",
+        *_timestamps(incident),
+        "",
+        "## Figures",
+        "",
+        *_figure_table(incident),
+        "",
+        "## Timeline" + (" (pinned events)" if pinned_only else ""),
+        "",
+        *_timeline(events),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _summary(incident: IncidentView) -> list[str]:
+    lines = [f"- Target: {incident.target} ({incident.target_kind})"]
+    if incident.layer:
+        confidence = (
+            "" if incident.confidence is None else f" (confidence {incident.confidence:.0%})"
+        )
+        lines.append(f"- Localized to: **{incident.layer}**{confidence}")
+    else:
+        lines.append("- Localized to: not diagnosed")
+    lines.append(f"- Culprits: {', '.join(incident.culprits) or 'none'}")
+    return lines
+
+
+def _timestamps(incident: IncidentView) -> list[str]:
+    rows = ["| Timestamp | Time | Note |", "|---|---|---|"]
+    notes = {
+        "fired_at": f"corrected by {incident.fired_at_corrected_by}"
+        if incident.fired_at_corrected_by
+        else "",
+        "acknowledged_at": f"by {incident.acknowledged_by}" if incident.acknowledged_by else "",
+    }
+    for name in _TIMESTAMPS:
+        value = getattr(incident, name)
+        rows.append(f"| {name} | {_time(value)} | {_cell(notes.get(name, ''))} |")
+    return rows
+
+
+def _figure_table(incident: IncidentView) -> list[str]:
+    figures, error = _figures(incident)
+    if figures is None:
+        return [f"_{error}_"]
+    rows = ["| Figure | Value | Formula |", "|---|---|---|"]
+    for d in DEFINITIONS:
+        rows.append(f"| {d.label} | {format_duration(getattr(figures, d.name))} | {d.formula} |")
+    rows += [
+        "",
+        "All figures are measured from fired_at (start of impact), except time to "
+        "diagnosis, which is measured from detected_at.",
+    ]
+    return rows
+
+
+def _timeline(events: Sequence[EventView]) -> list[str]:
+    if not events:
+        return ["_No events._"]
+    rows = ["| Time (UTC) | Actor | Event | Summary |", "|---|---|---|---|"]
+    for e in events:
+        marker = " (pinned)" if e.pinned else ""
+        rows.append(f"| {_time(e.at)} | {_cell(e.actor)} | {e.kind}{marker} | {_cell(e.summary)} |")
+    return rows
+
+
+def _time(value: datetime | None) -> str:
+    return "—" if value is None else value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _cell(text: str) -> str:
+    """Text safe inside a Markdown table cell."""
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+# -- JSON ---------------------------------------------------------------------------------------
+
+
+def _document(
+    incident: IncidentView, events: Sequence[EventView], *, pinned_only: bool
+) -> dict[str, Any]:
+    figures, error = _figures(incident)
+    return {
+        "schema": SCHEMA,
+        "pinned_only": pinned_only,
+        "incident": incident.to_dict(),
+        "figures": figures.as_seconds() if figures else {d.name: None for d in DEFINITIONS},
+        "formulas": {d.name: d.formula for d in DEFINITIONS},
+        "figures_error": error,
+        "timeline": [e.to_dict() for e in events],
+    }
+
+
+def parse_postmortem_json(text: str) -> tuple[IncidentView, list[EventView]]:
+    """Read a JSON postmortem (schema above) back into views."""
+    data = json.loads(text)
+    if data.get("schema") != SCHEMA:
+        raise UserInputError(f"not a gpu-oncall postmortem (expected schema '{SCHEMA}')")
+    raw = dict(data["incident"])
+    raw.pop("id")
+    raw["id"] = raw.pop("number")
+    raw["culprits"] = tuple(raw.get("culprits") or ())
+    for name in _TIMESTAMPS:
+        raw[name] = _parse_time(raw.get(name))
+    known = {f.name for f in fields(IncidentView)}
+    incident = IncidentView(**{k: v for k, v in raw.items() if k in known})
+    return incident, [_event_from(item) for item in data["timeline"]]
+
+
+def _event_from(item: Mapping[str, Any]) -> EventView:
+    at = _parse_time(item["at"])
+    if at is None:
+        raise UserInputError("postmortem timeline event without a time")
+    return EventView(
+        at=at,
+        kind=str(item["kind"]),
+        actor=str(item["actor"]),
+        summary=str(item["summary"]),
+        payload=dict(item.get("payload") or {}),
+        pinned=bool(item.get("pinned", False)),
+        run_id=item.get("run_id"),
+        step_id=item.get("step_id"),
+    )
+
+
+def _parse_time(value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    parsed = datetime.fromisoformat(value)
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)

@@ -1,0 +1,291 @@
+"""The journeys of DESIGN §1 driven from the command line: an alert triaged end to end (the
+demo), a command-started run, and resuming a run at its approval.
+
+Presentation goes through `bot.terminal`; state changes through intake, engine and lifecycle.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from bot.config import Settings
+from bot.engine.loading import LoadedRunbook
+from bot.engine.running import RunOutcome
+from bot.errors import NotFound, OncallError, RunStateError
+from bot.incidents import lifecycle
+from bot.incidents.mttr import DEFINITIONS, format_duration
+from bot.incidents.views import event_views, incident_view
+from bot.intake.alerts import parse_webhook
+from bot.intake.receiving import receive_webhook
+from bot.terminal import Terminal
+from bot.wiring import Runtime, sim_state_file
+from storage import approvals as approval_store
+from storage import incidents as incident_store
+from storage import runs as run_store
+from storage.db import session_scope
+
+
+def alert_journey(rt: Runtime, term: Terminal, *, yes: bool, user: str, interactive: bool) -> int:
+    """Journey 2: an Alertmanager alert is triaged, remediated after approval, and resolved."""
+    scenario = rt.scenario
+    trigger = scenario.trigger.alert
+    if trigger is None:
+        raise NotFound(
+            f"scenario '{scenario.name}' has no alert trigger; use `gpu-oncall diagnose`"
+        )
+    term.heading(f"Scenario {scenario.name}: {len(rt.fleet.node_names)} simulated nodes")
+    if scenario.metadata.description:
+        term.line(f"  {scenario.metadata.description.strip()}")
+    fired_at = _fault_start(rt)
+    webhook = _webhook(
+        "firing", trigger.alertname, dict(trigger.labels), starts_at=fired_at, ends_at=None
+    )
+    term.heading("Alert received from Alertmanager")
+    labels = " ".join(f'{k}="{v}"' for k, v in webhook["alerts"][0]["labels"].items())
+    term.line(f"  {trigger.alertname} firing since {fired_at:%H:%M:%S} UTC  {{{labels}}}")
+    with session_scope(rt.db) as session:
+        received = receive_webhook(
+            session, parse_webhook(webhook), routes=rt.catalog.alert_routes(), at=rt.clock.now()
+        )[0]
+    if received.unroutable or received.incident_id is None or received.runbook is None:
+        term.line(f"  stored, but not routed: {received.unroutable}")
+        return 1
+    ref = f"INC-{received.incident_id}"
+    if not received.start_run:
+        term.line(f"  attached to the open incident {ref}; no second run started")
+        return 0
+    loaded = rt.catalog.get(received.runbook)
+    term.line(f"  -> {ref} opened; routed to runbook '{loaded.name}' for {received.target}")
+    started = _run(
+        rt,
+        term,
+        loaded,
+        {received.target_input or "node": received.target},
+        received.incident_id,
+        "alertmanager",
+    )
+    outcome = _approval(rt, term, started, yes=yes, user=user, interactive=interactive)
+    if outcome is None:
+        return 0
+    after_run(rt, term, outcome)
+    if _mitigated(rt, received.incident_id):
+        term.heading("Alert resolved")
+        resolved = _webhook(
+            "resolved",
+            trigger.alertname,
+            dict(trigger.labels),
+            starts_at=fired_at,
+            ends_at=rt.clock.now(),
+        )
+        with session_scope(rt.db) as session:
+            receive_webhook(
+                session,
+                parse_webhook(resolved),
+                routes=rt.catalog.alert_routes(),
+                at=rt.clock.now(),
+            )
+        term.line(f"  {trigger.alertname} resolved: its signal stayed clear after the remediation")
+    print_incident(rt, term, received.incident_id)
+    return 0
+
+
+def command_journey(
+    rt: Runtime,
+    term: Terminal,
+    *,
+    loaded: LoadedRunbook,
+    inputs: Mapping[str, Any],
+    yes: bool,
+    user: str,
+    interactive: bool,
+) -> RunOutcome:
+    """Journey 1 from the CLI: a person starts a runbook; the incident records it."""
+    target_input = loaded.runbook.target_input
+    target = str(inputs.get(target_input, "")) if target_input else loaded.name
+    now = rt.clock.now()
+    from bot.engine.running import resolve_inputs
+
+    resolved = resolve_inputs(loaded, inputs)
+    with session_scope(rt.db) as session:
+        kind = loaded.runbook.inputs[target_input].type if target_input else "runbook"
+        incident, _ = lifecycle.open_or_attach(
+            session,
+            runbook=loaded.name,
+            target=target,
+            target_kind=kind,
+            severity="warning",
+            title=f"{loaded.runbook.metadata.title or loaded.name}: {target}",
+            fired_at=now,
+            detected_at=now,
+            actor=user,
+        )
+        incident_id = int(incident.id or 0)
+    term.heading(f"INC-{incident_id}: running runbook '{loaded.name}' on {target}")
+    outcome = _run(rt, term, loaded, resolved, incident_id, user)
+    final = _approval(rt, term, outcome, yes=yes, user=user, interactive=interactive)
+    if final is not None:
+        after_run(rt, term, final)
+        print_incident(rt, term, incident_id, timeline=False)
+    return final or outcome
+
+
+def _run(
+    rt: Runtime,
+    term: Terminal,
+    loaded: LoadedRunbook,
+    inputs: Mapping[str, Any],
+    incident_id: int,
+    requester: str,
+) -> RunOutcome:
+    outcome = rt.engine.start(
+        loaded, inputs=inputs, incident_id=incident_id, requester=requester, on_step=term.step
+    )
+    term.heading("Diagnosis")
+    term.verdict(outcome.verdict)
+    return outcome
+
+
+def _approval(
+    rt: Runtime, term: Terminal, outcome: RunOutcome, *, yes: bool, user: str, interactive: bool
+) -> RunOutcome | None:
+    if outcome.status != "awaiting_approval" or outcome.approval is None:
+        return outcome
+    term.heading(
+        f"Approval needed ({outcome.incident}, expires {_hhmm(outcome.approval['expires_at'])} UTC)"
+    )
+    term.proposals(outcome.approval.get("proposals", []))
+    if yes:
+        answer = "y"
+        term.line(f"  --yes: approving as {user}")
+    elif interactive:
+        answer = input("  Approve these actions? [y/N] ").strip().lower()
+    else:
+        term.line("  No terminal to ask on, and --yes was not given: the run waits, checkpointed.")
+        term.line(f"  Approve with:  gpu-oncall approve {outcome.incident}")
+        term.line(f"  Reject with:   gpu-oncall reject {outcome.incident} --reason '...'")
+        return None
+    decision = "approve" if answer in ("y", "yes") else "reject"
+    term.heading("Remediation")
+    try:
+        return rt.engine.resume(outcome.run_id, decision=decision, actor=user, on_step=term.step)
+    except OncallError as exc:
+        term.line(f"  refused: {exc}")
+        term.line(
+            f"  The approval stays pending: gpu-oncall approve {outcome.incident} --as <approver>"
+        )
+        return None
+
+
+def after_run(rt: Runtime, term: Terminal, outcome: RunOutcome) -> None:
+    with session_scope(rt.db) as session:
+        incident = incident_store.get_incident(session, outcome.incident)
+        state = incident.state if incident else "unknown"
+    term.line()
+    term.line(f"  Run {outcome.run_id[:8]} {outcome.status}; {outcome.incident} is {state}.")
+
+
+def print_incident(rt: Runtime, term: Terminal, incident_id: int, *, timeline: bool = True) -> None:
+    with session_scope(rt.db) as session:
+        row = incident_store.get_incident(session, incident_id)
+        if row is None:
+            raise NotFound(f"unknown incident INC-{incident_id}")
+        view = incident_view(row)
+        events = event_views(incident_store.list_events(session, incident_id))
+    if timeline:
+        term.heading(f"Timeline of {view.ref} (state: {view.state})")
+        for event in events:
+            term.line(f"  {event.at:%H:%M:%S}  {event.actor:<14} {event.kind:<20} {event.summary}")
+    term.heading(f"{view.ref} figures")
+    figures = view.figures()
+    for definition in DEFINITIONS:
+        value = getattr(figures, definition.name)
+        term.line(f"  {definition.label:<18} {format_duration(value):>10}   ({definition.formula})")
+
+
+def find_pending_run(rt: Runtime, ref: str) -> str:
+    """The run waiting for approval, from a run id (or its prefix) or an incident reference."""
+    with session_scope(rt.db) as session:
+        incident = (
+            incident_store.get_incident(session, ref)
+            if incident_store.parse_incident_ref(ref)
+            else None
+        )
+        if incident is not None and incident.id is not None:
+            pending = approval_store.pending_approval_for(session, incident_id=incident.id)
+            if pending is None:
+                raise RunStateError(f"{incident.ref} ({incident.state}) has no pending approval")
+            return pending.run_id
+        run = run_store.get_run(session, ref) or _run_by_prefix(session, ref)
+        if run is None:
+            raise NotFound(f"no incident or run '{ref}' (see `gpu-oncall incidents`)")
+        return run.id
+
+
+def _run_by_prefix(session: Any, prefix: str) -> Any:
+    from sqlmodel import col, select
+
+    from storage.tables import RunbookRun
+
+    if len(prefix) < 6:
+        return None
+    rows = list(session.exec(select(RunbookRun).where(col(RunbookRun.id).startswith(prefix))))
+    return rows[0] if len(rows) == 1 else None
+
+
+def saved_scenario(settings: Settings) -> Path | None:
+    """The scenario the simulated fleet was last running (so an approval continues on it)."""
+    path = sim_state_file(settings)
+    if path is None or not path.exists():
+        return None
+    stored = json.loads(path.read_text()).get("scenario_path")
+    return Path(stored) if stored else None
+
+
+def _mitigated(rt: Runtime, incident_id: int) -> bool:
+    with session_scope(rt.db) as session:
+        row = incident_store.get_incident(session, incident_id)
+        return row is not None and row.mitigated_at is not None and row.state != "resolved"
+
+
+def _fault_start(rt: Runtime) -> datetime:
+    starts = [rt.fleet.t0 + fault.start for fault in rt.scenario.faults]
+    return min(starts) if starts else rt.clock.now()
+
+
+def _webhook(
+    status: str,
+    alertname: str,
+    labels: dict[str, str],
+    *,
+    starts_at: datetime,
+    ends_at: datetime | None,
+) -> dict[str, Any]:
+    target = next(iter(labels.values()), "")
+    labels = {"alertname": alertname, **labels, "severity": labels.get("severity", "critical")}
+    fingerprint = hashlib.sha256(json.dumps(sorted(labels.items())).encode()).hexdigest()[:16]
+    alert = {
+        "status": status,
+        "labels": labels,
+        "annotations": {"summary": f"{alertname} on {target}"},
+        "startsAt": starts_at.isoformat(),
+        "endsAt": ends_at.isoformat() if ends_at else "0001-01-01T00:00:00Z",
+        "fingerprint": fingerprint,
+    }
+    return {
+        "version": "4",
+        "groupKey": f'{{}}:{{alertname="{alertname}"}}',
+        "status": status,
+        "receiver": "gpu-oncall",
+        "groupLabels": {"alertname": alertname},
+        "commonLabels": labels,
+        "alerts": [alert],
+    }
+
+
+def _hhmm(value: str) -> str:
+    return datetime.fromisoformat(value).strftime("%H:%M")

@@ -1,0 +1,88 @@
+"""Healthy log lines of the simulated fleet and the kernel-log line format.
+
+Boot messages (kernel, NVIDIA driver, mlx5 HCAs) and steady workload output (training steps,
+vLLM engine stats, dcgm-exporter start-up). Benign on purpose: a log classifier must not find a
+fault in them. Fault lines come from the fault kinds; this module only renders.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+from integrations.sim.fault_base import LogLine
+from integrations.sim.pods import SimPod
+from integrations.sim.topology import NodeSpec, fraction, unit_hash
+
+#: How far back healthy workload output goes, and how often it logs.
+POD_HISTORY_S = 1200.0
+POD_EVERY_S = 60.0
+
+
+def render_kernel_line(line: LogLine, *, boot_offset_s: float) -> str:
+    """dmesg style: seconds since boot in brackets, e.g. `[352811.123456] NVRM: ...`."""
+    return f"[{line.t + boot_offset_s:12.6f}] {line.text}"
+
+
+def boot_lines(node: NodeSpec, *, driver_version: str) -> list[LogLine]:
+    """What the node logged at boot, at fleet times before t0."""
+    boot = -node.boot_offset_s
+    lines = [
+        LogLine(
+            boot,
+            "Linux version 5.15.0-105-generic (buildd@lcy02-amd64-054) (gcc (Ubuntu "
+            "11.4.0-1ubuntu1~22.04) 11.4.0, GNU ld (GNU Binutils for Ubuntu) 2.38) "
+            "#115-Ubuntu SMP Mon Apr 15 09:52:04 UTC 2024",
+        ),
+        LogLine(boot + 11.20, "nvidia: loading out-of-tree module taints kernel."),
+        LogLine(
+            boot + 11.43,
+            f"NVRM: loading NVIDIA UNIX x86_64 Kernel Module  {driver_version}"
+            "  Release Build  (dvs-builder@U16-I3-B03-4-3)  Tue Feb 20 "
+            "23:29:52 UTC 2024",
+        ),
+        LogLine(
+            boot + 12.05,
+            "nvidia-modeset: Loading NVIDIA Kernel Mode Setting Driver for "
+            f"UNIX platforms  {driver_version}  Release Build",
+        ),
+    ]
+    for hca in node.hcas:
+        at = boot + 9.0 + 0.05 * hca.index
+        lines.append(LogLine(at, f"mlx5_core {hca.pci}: firmware version: 28.39.1002"))
+        netdev = f"ibp{int(hca.pci[5:7], 16)}s0"
+        lines.append(LogLine(at + 20.0, f"mlx5_core {hca.pci} {netdev}: Link up"))
+    return lines
+
+
+def pod_lines(pod: SimPod, *, until: float, wall: Callable[[float], datetime]) -> list[LogLine]:
+    """Steady output of a healthy pod up to `until` (or its eviction)."""
+    stop = until if pod.stopped_at is None else min(until, pod.stopped_at)
+    if pod.phase == "Pending" and pod.stopped_at is None:
+        return []
+    times = [stop - k * POD_EVERY_S for k in range(int(POD_HISTORY_S // POD_EVERY_S), -1, -1)]
+    if pod.daemonset:
+        return [
+            LogLine(times[0], 'level=info msg="Starting webserver"'),
+            LogLine(times[0] + 0.1, 'level=info msg="Pipeline starting"'),
+        ]
+    kind = pod.labels.get("gpu-oncall.io/workload-kind", "training")
+    render = _vllm_line if kind == "inference" else _training_line
+    return [LogLine(t, render(pod, t, wall=wall)) for t in times]
+
+
+def _training_line(pod: SimPod, t: float, *, wall: Callable[[float], datetime]) -> str:
+    rank = int(pod.labels.get("gpu-oncall.io/rank", "0")) * max(pod.gpus, 1)
+    step = 120_000 + int((t + 86_400.0) // 1.02)
+    loss = 2.1 + 0.2 * fraction(unit_hash(pod.name, step), 0)
+    return f"[rank{rank}]: step {step} | loss {loss:.4f} | step_time 1.02s | tokens/s 41250"
+
+
+def _vllm_line(pod: SimPod, t: float, *, wall: Callable[[float], datetime]) -> str:
+    stamp = wall(t).strftime("%m-%d %H:%M:%S")
+    usage = 35.0 + 20.0 * fraction(unit_hash(pod.name, int(t)), 0)
+    return (
+        f"INFO {stamp} [loggers.py:123] Engine 000: Avg prompt throughput: 1520.3 tokens/s, "
+        "Avg generation throughput: 2311.8 tokens/s, Running: 42 reqs, Waiting: 0 reqs, "
+        f"GPU KV cache usage: {usage:.1f}%, Prefix cache hit rate: 63.0%"
+    )

@@ -1,0 +1,139 @@
+"""Node-level fault kinds: NotReady, exporter down, device plugin unhealthy, driver skew.
+
+These are the Kubernetes, telemetry and node-software layers: what the API server, the
+kube-state-metrics series and the exporters show when the node (not one GPU) is the problem.
+"""
+
+from __future__ import annotations
+
+from integrations.sim.fault_base import (
+    ActiveFault,
+    FaultEvent,
+    FaultKind,
+    Impact,
+    LogLine,
+    gpu_impacts,
+    node_impact,
+    xid_lines,
+)
+from integrations.sim.gpu_faults import unhealthy_gpu, xid_gauge
+from integrations.sim.pods import SimPod
+from integrations.sim.tracks import Gone, Hold
+
+READY_TRUE = ("condition", "Ready", "true")
+READY_FALSE = ("condition", "Ready", "false")
+
+
+class NodeNotReady(FaultKind):
+    """The kubelet stopped posting status: Ready=False, and its exporters stop answering."""
+
+    name = "node_not_ready"
+    layer = "kubernetes"
+    target = "node"
+    ends_on_drain = False
+    silences_node = True
+
+    def impacts(self, fault: ActiveFault) -> list[Impact]:
+        assert fault.node is not None
+        node, w = fault.node.name, fault.window
+        condition = "kube_node_status_condition"
+        return [
+            node_impact(fault, condition, effect=Hold(w, 0.0), entity=READY_TRUE),
+            node_impact(fault, condition, effect=Hold(w, 1.0), entity=READY_FALSE),
+            Impact(node, Gone(w), family="dcgm"),
+            Impact(node, Gone(w), family="node_exporter"),
+        ]
+
+    def events(self, fault: ActiveFault) -> list[FaultEvent]:
+        assert fault.node is not None
+        node = fault.node.name
+        return [
+            FaultEvent(
+                t=fault.window.start,
+                kind="Node",
+                name=node,
+                reason="NodeNotReady",
+                message=f"Node {node} status is now: NodeNotReady",
+                node=node,
+            )
+        ]
+
+
+class ExporterDown(FaultKind):
+    """dcgm-exporter is crash-looping: the node is Ready but reports no GPU series."""
+
+    name = "exporter_down"
+    layer = "telemetry"
+    target = "node"
+    ends_on_drain = False
+    fatal = (
+        'level=fatal msg="Failed to watch metrics: Error watching fields: The third-party '
+        'Profiling module returned an unrecoverable error"'
+    )
+
+    def impacts(self, fault: ActiveFault) -> list[Impact]:
+        assert fault.node is not None
+        return [Impact(fault.node.name, Gone(fault.window), family="dcgm")]
+
+    def apply_to_pods(self, fault: ActiveFault, pods: list[SimPod]) -> None:
+        for pod in pods:
+            if pod.daemonset:
+                pod.restarts += 6
+                pod.last_terminated_reason = "Error"
+
+    def pod_log(self, fault: ActiveFault, pod: SimPod, *, until: float) -> list[LogLine]:
+        if not pod.daemonset or until < fault.window.start:
+            return []
+        return [LogLine(fault.window.start, self.fatal)]
+
+    def events(self, fault: ActiveFault) -> list[FaultEvent]:
+        assert fault.node is not None
+        return [
+            FaultEvent(
+                t=fault.window.start + 30.0,
+                kind="Pod",
+                name="nvidia-dcgm-exporter",
+                reason="BackOff",
+                type="Warning",
+                node=fault.node.name,
+                message="Back-off restarting failed container nvidia-dcgm-exporter",
+            )
+        ]
+
+
+class DevicePluginUnhealthy(FaultKind):
+    """The device plugin marked a GPU unhealthy after XID 69: allocatable < capacity."""
+
+    name = "device_plugin_unhealthy"
+    layer = "kubernetes"
+    target = "gpu"
+    ends_on_drain = False
+
+    def impacts(self, fault: ActiveFault) -> list[Impact]:
+        return [*gpu_impacts(fault, xid_gauge(fault, 69)), unhealthy_gpu(fault)]
+
+    def kernel_log(self, fault: ActiveFault, until: float) -> list[LogLine]:
+        if until < fault.window.start:
+            return []
+        return xid_lines(fault, 69, times=[fault.window.start])
+
+
+class DriverVersionSkew(FaultKind):
+    """The node runs another driver than the rest of the fleet (`DCGM_FI_DRIVER_VERSION`)."""
+
+    name = "driver_version_skew"
+    layer = "node_software"
+    target = "node"
+    needs = frozenset({"version"})
+    ends_on_drain = False
+
+    def driver_version(self, fault: ActiveFault) -> str | None:
+        return fault.version
+
+
+NODE_FAULTS: tuple[FaultKind, ...] = (
+    NodeNotReady(),
+    ExporterDown(),
+    DevicePluginUnhealthy(),
+    DriverVersionSkew(),
+)

@@ -1,0 +1,270 @@
+"""Time series of the simulated fleet: a baseline plus fault effects, readable at any time.
+
+Time here is float seconds since the fleet was built (t0); negative is the past. A `Track` is
+one series (one metric of one GPU, HCA or node). Range functions mirror PromQL and sample at
+the dcgm-exporter scrape interval. Healthy tracks (no effects) take closed-form fast paths so a
+4,096-node read stays cheap. Pure: no fleet, no Kubernetes, no wall clock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar, Protocol
+
+#: dcgm-exporter's default collect interval (30 s): range functions sample at this step.
+SCRAPE_INTERVAL_S = 30.0
+
+
+class FaultWindow:
+    """When a fault acts: from `start` until `end` (None = still acting).
+
+    Mutable on purpose: a drain or a repair sets `end`, and every effect that shares the
+    window stops at that moment without rebuilding any track.
+    """
+
+    __slots__ = ("end", "start")
+
+    def __init__(self, start: float, end: float | None = None) -> None:
+        self.start = start
+        self.end = end
+
+    def active(self, t: float) -> bool:
+        return self.start <= t and (self.end is None or t < self.end)
+
+    def clip(self, t: float) -> float:
+        """`t`, but no later than the end of the window."""
+        return t if self.end is None else min(t, self.end)
+
+    def close(self, at: float) -> bool:
+        """End the window at `at` if it is still open and has begun; True if it changed."""
+        if self.end is not None or at < self.start:
+            return False
+        self.end = at
+        return True
+
+
+class Effect(Protocol):
+    """How a fault changes one track's value at time t. `None` means the series is absent."""
+
+    removes: ClassVar[bool]
+    """Absence effects run after value effects, so a gone series stays gone."""
+
+    def apply(self, value: float | None, t: float) -> float | None: ...
+
+
+@dataclass(frozen=True)
+class Ramp:
+    """A counter climbs `per_second` (whole counts) from the window's start until its end."""
+
+    window: FaultWindow
+    per_second: float
+    removes: ClassVar[bool] = False
+
+    def apply(self, value: float | None, t: float) -> float | None:
+        if value is None or t < self.window.start:
+            return value
+        return value + math.floor(self.per_second * (self.window.clip(t) - self.window.start))
+
+
+@dataclass(frozen=True)
+class Step:
+    """Add `delta` from the window's start; `persist` keeps it after the window ends."""
+
+    window: FaultWindow
+    delta: float
+    persist: bool = True
+    removes: ClassVar[bool] = False
+
+    def apply(self, value: float | None, t: float) -> float | None:
+        if value is None or t < self.window.start:
+            return value
+        if self.persist or self.window.active(t):
+            return value + self.delta
+        return value
+
+
+@dataclass(frozen=True)
+class Hold:
+    """A gauge reads `value` while the window is open; `persist` keeps it afterwards."""
+
+    window: FaultWindow
+    value: float
+    persist: bool = False
+    removes: ClassVar[bool] = False
+
+    def apply(self, value: float | None, t: float) -> float | None:
+        if value is None or t < self.window.start:
+            return value
+        if self.persist or self.window.active(t):
+            return self.value
+        return value
+
+
+@dataclass(frozen=True)
+class Scale:
+    """A gauge is multiplied by `factor` while the window is open (clocks, bandwidth)."""
+
+    window: FaultWindow
+    factor: float
+    removes: ClassVar[bool] = False
+
+    def apply(self, value: float | None, t: float) -> float | None:
+        if value is None or not self.window.active(t):
+            return value
+        return value * self.factor
+
+
+@dataclass(frozen=True)
+class Flap:
+    """A gauge drops to `low` for `down_s` out of every `period_s` while the window is open."""
+
+    window: FaultWindow
+    low: float
+    period_s: float
+    down_s: float
+    removes: ClassVar[bool] = False
+
+    def apply(self, value: float | None, t: float) -> float | None:
+        if value is None or not self.window.active(t):
+            return value
+        phase = (t - self.window.start) % self.period_s
+        return self.low if phase < self.down_s else value
+
+
+@dataclass(frozen=True)
+class Gone:
+    """The series is absent while the window is open (exporter, kubelet or GPU gone)."""
+
+    window: FaultWindow
+    removes: ClassVar[bool] = True
+
+    def apply(self, value: float | None, t: float) -> float | None:
+        return None if self.window.active(t) else value
+
+
+@dataclass(frozen=True)
+class Computed:
+    """The value comes from live fleet state (e.g. the cordon flag), not from a fault."""
+
+    read: Callable[[float], float]
+    removes: ClassVar[bool] = False
+
+    def apply(self, value: float | None, t: float) -> float | None:
+        return None if value is None else self.read(t)
+
+
+def order_effects(effects: Sequence[Effect]) -> tuple[Effect, ...]:
+    """Value effects first, absence last."""
+    return tuple(sorted(effects, key=lambda e: e.removes))
+
+
+@dataclass(eq=False, slots=True)
+class Track:
+    """One series: fixed labels, a linear baseline `base + slope·t`, and fault effects.
+
+    `labels` may be shared between tracks of the same GPU/HCA: treat it as read-only.
+    """
+
+    node: str
+    labels: dict[str, str]
+    base: float
+    slope: float = 0.0
+    effects: tuple[Effect, ...] = ()
+    entity: tuple[str, ...] = ()
+    value_labels: Callable[[float], dict[str, str]] | None = field(default=None, repr=False)
+
+    def value(self, t: float) -> float | None:
+        value: float | None = self.base + self.slope * t
+        for effect in self.effects:
+            value = effect.apply(value, t)
+        return value
+
+    def labels_for(self, value: float) -> dict[str, str]:
+        """Labels as exported with this value (the XID gauge carries `err_code`)."""
+        if self.value_labels is None:
+            return self.labels
+        return {**self.labels, **self.value_labels(value)}
+
+
+@dataclass(frozen=True)
+class SampleGrid:
+    """Sample times for a range `[start, end]`: `end`, `end − step`, ... and `start` itself."""
+
+    start: float
+    end: float
+    points: tuple[float, ...]
+    mean: float
+    """Mean of the sample times (avg_over_time of a linear track is its value there)."""
+
+    @classmethod
+    def over(cls, *, start: float, end: float, step: float = SCRAPE_INTERVAL_S) -> SampleGrid:
+        count = int((end - start) // step)
+        points = [end - k * step for k in range(count, -1, -1)]
+        if points[0] > start:
+            points.insert(0, start)
+        return cls(start=start, end=end, points=tuple(points), mean=sum(points) / len(points))
+
+    @property
+    def seconds(self) -> float:
+        return self.end - self.start
+
+
+def evaluate(track: Track, fn: str, *, grid: SampleGrid) -> tuple[float, float] | None:
+    """Apply a range function to a track. Returns (result, last value seen) or None if absent.
+
+    `rate` and `increase` follow counter semantics (a drop is a reset); `changes`, `*_over_time`
+    use the samples on the grid; `last` is the value at the end of the range.
+    """
+    if not track.effects:
+        return _evaluate_linear(track, fn, grid=grid)
+    if fn == "last":
+        value = track.value(grid.end)
+        return None if value is None else (value, value)
+    present = [v for v in (track.value(p) for p in grid.points) if v is not None]
+    if not present:
+        return None
+    return _reduce(fn, present, seconds=grid.seconds)
+
+
+def _reduce(fn: str, values: list[float], *, seconds: float) -> tuple[float, float] | None:
+    last = values[-1]
+    if fn == "max_over_time":
+        return max(values), last
+    if fn == "min_over_time":
+        return min(values), last
+    if fn == "avg_over_time":
+        return sum(values) / len(values), last
+    if fn == "changes":
+        return float(sum(1 for a, b in zip(values, values[1:], strict=False) if a != b)), last
+    if len(values) < 2:
+        return None
+    increase = sum(b - a if b >= a else b for a, b in zip(values, values[1:], strict=False))
+    if fn == "increase":
+        return increase, last
+    if fn == "rate":
+        return increase / seconds, last
+    raise ValueError(f"unknown range function '{fn}'")
+
+
+def _evaluate_linear(track: Track, fn: str, *, grid: SampleGrid) -> tuple[float, float]:
+    """Closed forms for a track with no effects (the healthy majority)."""
+    slope = track.slope
+    last = track.base + slope * grid.end
+    first = track.base + slope * grid.start
+    if fn == "last":
+        return last, last
+    if fn == "max_over_time":
+        return max(first, last), last
+    if fn == "min_over_time":
+        return min(first, last), last
+    if fn == "avg_over_time":
+        return track.base + slope * grid.mean, last
+    if fn == "changes":
+        return (0.0 if slope == 0 else float(len(grid.points) - 1)), last
+    if fn == "increase":
+        return slope * grid.seconds, last
+    if fn == "rate":
+        return slope, last
+    raise ValueError(f"unknown range function '{fn}'")

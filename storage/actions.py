@@ -1,0 +1,141 @@
+"""Action ledger queries: exactly-once execution through a unique idempotency key.
+
+`claim_action` inserts a `running` row under the key; the database's UNIQUE constraint decides
+who claimed it, so a resumed run, a retried node or another replica finds the existing row
+(claimed=False) and reuses its result instead of acting twice. A claim may carry a lease: a
+`running` row whose lease expired (its worker crashed) can be claimed again, once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import update
+from sqlmodel import Session, col, select
+
+from storage.db import insert_unique
+from storage.errors import ActionNotRunningError, InvalidValueError, RecordNotFoundError
+from storage.runs import get_run
+from storage.tables import ActionRow
+
+RUNNING = "running"
+FINISHED_STATUSES = ("succeeded", "failed", "skipped", "dry_run")
+
+
+def get_action(session: Session, key: str) -> ActionRow | None:
+    """The action claimed under this idempotency key, or None."""
+    statement = select(ActionRow).where(ActionRow.idempotency_key == key)
+    return session.exec(statement).first()
+
+
+def claim_action(
+    session: Session,
+    *,
+    key: str,
+    run_id: str,
+    step_id: str,
+    action: str,
+    target: str,
+    params: Mapping[str, Any],
+    at: datetime,
+    incident_id: int | None = None,
+    lease: timedelta | None = None,
+) -> tuple[ActionRow, bool]:
+    """Claim the right to run an action. Returns (row, claimed).
+
+    claimed=False means someone already holds or finished this key: do not act, use the
+    row's status and result. `incident_id` defaults to the run's incident.
+    """
+    if incident_id is None:
+        run = get_run(session, run_id)
+        if run is None:
+            raise RecordNotFoundError(f"cannot claim action '{action}': no runbook run '{run_id}'")
+        incident_id = run.incident_id
+    row = ActionRow(
+        run_id=run_id,
+        incident_id=incident_id,
+        step_id=step_id,
+        action=action,
+        target=target,
+        params=dict(params),
+        idempotency_key=key,
+        status=RUNNING,
+        started_at=at,
+        lease_expires_at=at + lease if lease is not None else None,
+    )
+    claimed_row, claimed = insert_unique(session, row, existing=lambda: get_action(session, key))
+    if claimed or not _lease_expired(claimed_row, at):
+        return claimed_row, claimed
+    return claimed_row, _take_over(session, claimed_row, at=at, lease=lease)
+
+
+def _lease_expired(row: ActionRow, at: datetime) -> bool:
+    return row.status == RUNNING and row.lease_expires_at is not None and row.lease_expires_at <= at
+
+
+def _take_over(session: Session, row: ActionRow, *, at: datetime, lease: timedelta | None) -> bool:
+    """Claim a running row whose lease expired. The old lease value fences concurrent takers."""
+    statement = (
+        update(ActionRow)
+        .where(
+            col(ActionRow.id) == row.id,
+            col(ActionRow.status) == RUNNING,
+            col(ActionRow.lease_expires_at) == row.lease_expires_at,
+        )
+        .values(started_at=at, lease_expires_at=at + lease if lease is not None else None)
+    )
+    changed = session.exec(statement).rowcount
+    session.refresh(row)
+    return changed == 1
+
+
+def finish_action(
+    session: Session,
+    *,
+    key: str,
+    status: str,
+    at: datetime,
+    result: Mapping[str, Any] | None = None,
+    outcome: str | None = None,
+) -> ActionRow:
+    """Record how a claimed action ended. Refuses an action that is not running."""
+    if status not in FINISHED_STATUSES:
+        raise InvalidValueError(
+            f"cannot finish an action as '{status}' (statuses: {', '.join(FINISHED_STATUSES)})"
+        )
+    row = get_action(session, key)
+    if row is None:
+        raise RecordNotFoundError(f"no action was claimed under key {key}")
+    statement = (
+        update(ActionRow)
+        .where(col(ActionRow.id) == row.id, col(ActionRow.status) == RUNNING)
+        .values(
+            status=status,
+            outcome=outcome,
+            result=dict(result or {}),
+            finished_at=at,
+            lease_expires_at=None,
+        )
+    )
+    changed = session.exec(statement).rowcount
+    session.refresh(row)
+    if changed != 1:
+        raise ActionNotRunningError(
+            f"action '{row.action}' on {row.target} (step '{row.step_id}') already finished "
+            f"as {row.status}; it cannot be finished again"
+        )
+    return row
+
+
+def list_actions(
+    session: Session, *, incident_id: int | None = None, run_id: str | None = None
+) -> list[ActionRow]:
+    """Actions of an incident and/or a run, in claim order."""
+    statement = select(ActionRow)
+    if incident_id is not None:
+        statement = statement.where(ActionRow.incident_id == incident_id)
+    if run_id is not None:
+        statement = statement.where(ActionRow.run_id == run_id)
+    return list(session.exec(statement.order_by(col(ActionRow.id))))

@@ -1,0 +1,84 @@
+"""The LangGraph checkpointer factory: the only place a checkpoint saver is built.
+
+SQLite: a `SqliteSaver` on a file beside the database (`oncall.db` -> `oncall.checkpoints.db`),
+so a run waiting for approval survives a restart. In-memory SQLite: an `InMemorySaver`.
+PostgreSQL: `PostgresSaver` from `langgraph-checkpoint-postgres`, shared by every replica.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite import SqliteSaver
+from sqlalchemy.engine import make_url
+
+from storage.db import parse_url, redact, sqlite_path
+from storage.errors import (
+    BackendNotInstalledError,
+    DatabaseUnavailableError,
+    InvalidDatabaseUrlError,
+)
+
+
+def checkpoint_path(db_path: Path) -> Path:
+    """The checkpoint file beside a database file: `<stem>.checkpoints<suffix>`."""
+    return db_path.with_name(f"{db_path.stem}.checkpoints{db_path.suffix}")
+
+
+@contextmanager
+def make_checkpointer(url: str) -> Iterator[BaseCheckpointSaver[Any]]:
+    """Yield a ready (set up) checkpoint saver for the database at `url`; close it on exit."""
+    backend = parse_url(url).get_backend_name()
+    if backend == "sqlite":
+        path = sqlite_path(url)
+        if path is None:
+            yield InMemorySaver()
+        else:
+            with _sqlite_saver(checkpoint_path(path)) as saver:
+                yield saver
+    elif backend == "postgresql":
+        with _postgres_saver(url) as saver:
+            yield saver
+    else:
+        raise InvalidDatabaseUrlError(
+            f"no LangGraph checkpointer for database URL {redact(url)} "
+            "(supported: sqlite:///path/oncall.db, postgresql://...)"
+        )
+
+
+@contextmanager
+def _sqlite_saver(path: Path) -> Iterator[SqliteSaver]:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # The graph runs sync nodes on a thread pool; SqliteSaver serialises access with a lock.
+        conn = sqlite3.connect(str(path), check_same_thread=False)
+    except (OSError, sqlite3.Error) as err:
+        raise DatabaseUnavailableError(f"cannot open the checkpoint file {path}: {err}") from err
+    try:
+        saver = SqliteSaver(conn)
+        saver.setup()
+        yield saver
+    finally:
+        conn.close()
+
+
+@contextmanager
+def _postgres_saver(url: str) -> Iterator[BaseCheckpointSaver[Any]]:
+    try:
+        module = importlib.import_module("langgraph.checkpoint.postgres")
+    except ModuleNotFoundError as err:
+        raise BackendNotInstalledError(
+            "the PostgreSQL checkpointer", package="langgraph-checkpoint-postgres"
+        ) from err
+    # psycopg wants a libpq URL: drop SQLAlchemy's "+driver" suffix.
+    conninfo = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    with module.PostgresSaver.from_conn_string(conninfo) as saver:
+        saver.setup()
+        yield saver

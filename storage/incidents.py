@@ -1,0 +1,139 @@
+"""Incident and timeline queries (keyword-only, one session passed in, no commits here).
+
+The state machine and timestamp rules live in `bot.incidents.lifecycle`; this module only reads
+and writes rows. At most one incident per group key is open at a time, enforced by a partial
+unique index, so two replicas receiving the same alert cannot both open an incident.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from sqlmodel import Session, col, select
+
+from storage.db import insert_unique
+from storage.errors import IncidentAlreadyOpenError
+from storage.tables import Incident, TimelineEvent
+
+RESOLVED = "resolved"
+_REF = re.compile(r"^\s*(?:inc-?)?(\d+)\s*$", re.IGNORECASE)
+
+
+def group_key(*, runbook: str, target: str) -> str:
+    """The grouping key of an incident: one open incident per (runbook, target)."""
+    return f"{runbook}:{target}"
+
+
+def parse_incident_ref(ref: str | int) -> int | None:
+    """`"INC-7"`, `"inc-7"`, `"7"` or `7` -> 7; anything else -> None."""
+    if isinstance(ref, int):
+        return ref if ref > 0 else None
+    match = _REF.match(ref)
+    return int(match.group(1)) if match else None
+
+
+def create_incident(
+    session: Session,
+    *,
+    runbook: str,
+    target: str,
+    target_kind: str,
+    severity: str,
+    title: str,
+    at: datetime,
+    fired_at: datetime | None = None,
+    detected_at: datetime | None = None,
+) -> Incident:
+    """Insert an open incident. Raises IncidentAlreadyOpenError if its group already has one."""
+    key = group_key(runbook=runbook, target=target)
+    row = Incident(
+        runbook=runbook,
+        target=target,
+        target_kind=target_kind,
+        severity=severity,
+        title=title,
+        state="open",
+        group_key=key,
+        fired_at=fired_at,
+        detected_at=detected_at,
+        created_at=at,
+    )
+    incident, created = insert_unique(
+        session, row, existing=lambda: find_open_incident(session, group_key=key)
+    )
+    if not created:
+        raise IncidentAlreadyOpenError(key, incident_id=incident.id)
+    return incident
+
+
+def get_incident(session: Session, ref: str | int) -> Incident | None:
+    """The incident named by `ref` (INC-7, inc-7, 7), or None if there is no such incident."""
+    incident_id = parse_incident_ref(ref)
+    return None if incident_id is None else session.get(Incident, incident_id)
+
+
+def find_open_incident(session: Session, group_key: str) -> Incident | None:
+    """The open (not resolved) incident for a group key, if any."""
+    statement = select(Incident).where(Incident.group_key == group_key, Incident.state != RESOLVED)
+    return session.exec(statement.order_by(col(Incident.id).desc())).first()
+
+
+def list_incidents(session: Session, *, open_only: bool = False, limit: int = 50) -> list[Incident]:
+    """The newest incidents first."""
+    statement = select(Incident)
+    if open_only:
+        statement = statement.where(Incident.state != RESOLVED)
+    return list(session.exec(statement.order_by(col(Incident.id).desc()).limit(limit)))
+
+
+def list_resolved(
+    session: Session, *, since: datetime, until: datetime | None = None
+) -> list[Incident]:
+    """Incidents resolved in [since, until), oldest first (for MTTR summaries)."""
+    statement = select(Incident).where(col(Incident.resolved_at) >= since)
+    if until is not None:
+        statement = statement.where(col(Incident.resolved_at) < until)
+    return list(session.exec(statement.order_by(col(Incident.resolved_at), col(Incident.id))))
+
+
+def append_event(
+    session: Session,
+    *,
+    incident_id: int,
+    at: datetime,
+    kind: str,
+    actor: str,
+    summary: str,
+    payload: Mapping[str, Any] | None = None,
+    pinned: bool = False,
+    run_id: str | None = None,
+    step_id: str | None = None,
+) -> TimelineEvent:
+    """Append one event to an incident's timeline."""
+    event = TimelineEvent(
+        incident_id=incident_id,
+        at=at,
+        kind=str(kind),
+        actor=actor,
+        summary=summary,
+        payload=dict(payload or {}),
+        pinned=pinned,
+        run_id=run_id,
+        step_id=step_id,
+    )
+    session.add(event)
+    session.flush()
+    return event
+
+
+def list_events(
+    session: Session, incident_id: int, *, pinned_only: bool = False
+) -> list[TimelineEvent]:
+    """An incident's timeline in time order (insertion order among equal times)."""
+    statement = select(TimelineEvent).where(TimelineEvent.incident_id == incident_id)
+    if pinned_only:
+        statement = statement.where(col(TimelineEvent.pinned).is_(True))
+    return list(session.exec(statement.order_by(col(TimelineEvent.at), col(TimelineEvent.id))))

@@ -1,0 +1,215 @@
+"""SQLModel tables: incidents, their timeline, runbook runs, findings, actions, approvals, alerts.
+
+Unique constraints carry deduplication and idempotency (alert fingerprint+status+startsAt, action
+idempotency key, one approval per run step, one open incident per group key), so replicas sharing
+one database can never double-create or double-act. Every datetime column is `UTCDateTime`:
+naive datetimes are refused on write and values come back timezone-aware UTC on read.
+JSON columns hold plain data only (dicts/lists of str, int, float, bool, None).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, Column, DateTime, Index, UniqueConstraint, text
+from sqlalchemy.engine import Dialect
+from sqlalchemy.types import TypeDecorator
+from sqlmodel import Field, SQLModel
+
+from storage.errors import NaiveDatetimeError
+
+OPEN_INCIDENT_PREDICATE = "state != 'resolved'"
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A datetime column that only accepts aware datetimes and always returns aware UTC.
+
+    SQLite has no timezone type and hands back naive values: they are stored as UTC wall time
+    and re-labelled UTC on read. PostgreSQL stores `timestamptz`; values are normalised to UTC.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise NaiveDatetimeError(value)
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _at(*, nullable: bool = False, index: bool = False) -> Any:
+    """A UTC datetime field (each table needs its own Column object)."""
+    column: Column[datetime] = Column(UTCDateTime(), nullable=nullable, index=index)
+    return Field(default=None, sa_column=column) if nullable else Field(sa_column=column)
+
+
+def _json_list() -> Any:
+    return Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+
+
+def _json_dict() -> Any:
+    return Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+
+
+class Incident(SQLModel, table=True):
+    """One incident per (runbook, target) while it is open; `ref` (INC-42) is its human id."""
+
+    __tablename__ = "incidents"
+    __table_args__ = (
+        # At most one open incident per group key: a re-firing alert or a second replica
+        # attaches to it instead of opening a duplicate.
+        Index(
+            "uq_incidents_open_group_key",
+            "group_key",
+            unique=True,
+            sqlite_where=text(OPEN_INCIDENT_PREDICATE),
+            postgresql_where=text(OPEN_INCIDENT_PREDICATE),
+        ),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    runbook: str
+    target: str
+    target_kind: str  # node | job | service
+    severity: str
+    title: str
+    state: str = Field(default="open", index=True)
+    group_key: str = Field(index=True)  # runbook + ":" + target
+    layer: str | None = None
+    confidence: float | None = None
+    culprits: list[str] = _json_list()
+    fired_at: datetime | None = _at(nullable=True)
+    detected_at: datetime | None = _at(nullable=True)
+    diagnosed_at: datetime | None = _at(nullable=True)
+    acknowledged_at: datetime | None = _at(nullable=True)
+    acknowledged_by: str | None = None
+    mitigated_at: datetime | None = _at(nullable=True)
+    resolved_at: datetime | None = _at(nullable=True)
+    fired_at_corrected_by: str | None = None
+    created_at: datetime = _at()
+
+    @property
+    def ref(self) -> str:
+        """The human id, e.g. `INC-42`."""
+        return f"INC-{self.id}"
+
+
+class TimelineEvent(SQLModel, table=True):
+    """One thing that happened to an incident, with its time and who did it."""
+
+    __tablename__ = "timeline_events"
+
+    id: int | None = Field(default=None, primary_key=True)
+    incident_id: int = Field(foreign_key="incidents.id", index=True)
+    at: datetime = _at()
+    kind: str
+    actor: str  # "bot" | "alertmanager" | Slack user id | "cli:<user>"
+    summary: str
+    payload: dict[str, Any] = _json_dict()
+    pinned: bool = False
+    run_id: str | None = None
+    step_id: str | None = None
+
+
+class RunbookRun(SQLModel, table=True):
+    """One execution of a runbook; `id` is also the LangGraph thread_id."""
+
+    __tablename__ = "runbook_runs"
+
+    id: str = Field(primary_key=True)  # uuid4 hex
+    incident_id: int = Field(foreign_key="incidents.id", index=True)
+    runbook: str
+    inputs: dict[str, Any] = _json_dict()
+    status: str = "running"  # running | awaiting_approval | completed | failed | rejected
+    started_at: datetime = _at()
+    finished_at: datetime | None = _at(nullable=True)
+    verdict: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    queries: int = 0
+    error: str | None = None
+
+
+class FindingRow(SQLModel, table=True):
+    """A finding produced by a check step of a run (see bot.diagnosis.findings.Finding)."""
+
+    __tablename__ = "findings"
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runbook_runs.id", index=True)
+    incident_id: int = Field(foreign_key="incidents.id", index=True)
+    check_id: str
+    layer: str
+    severity: str
+    summary: str
+    evidence: list[dict[str, Any]] = _json_list()
+    culprit: dict[str, Any] = _json_dict()
+    at: datetime = _at()
+
+
+class ActionRow(SQLModel, table=True):
+    """One execution of an action, claimed under a unique idempotency key before it runs."""
+
+    __tablename__ = "actions"
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runbook_runs.id", index=True)
+    incident_id: int | None = Field(default=None, foreign_key="incidents.id", index=True)
+    step_id: str
+    action: str
+    target: str
+    params: dict[str, Any] = _json_dict()
+    idempotency_key: str = Field(unique=True)
+    status: str = "running"  # running | succeeded | failed | skipped | dry_run
+    outcome: str | None = None  # e.g. changed | already_done
+    result: dict[str, Any] = _json_dict()
+    started_at: datetime = _at()
+    finished_at: datetime | None = _at(nullable=True)
+    lease_expires_at: datetime | None = _at(nullable=True)
+
+
+class ApprovalRow(SQLModel, table=True):
+    """A request for a human decision on a run's proposed actions; one per (run, step)."""
+
+    __tablename__ = "approvals"
+    __table_args__ = (UniqueConstraint("run_id", "step_id", name="uq_approvals_run_step"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runbook_runs.id", index=True)
+    incident_id: int = Field(foreign_key="incidents.id", index=True)
+    step_id: str
+    state: str = "pending"  # pending | approved | rejected | expired
+    requested_at: datetime = _at()
+    expires_at: datetime = _at()
+    decided_at: datetime | None = _at(nullable=True)
+    actor: str | None = None
+    reason: str | None = None
+    payload: dict[str, Any] = _json_dict()
+
+
+class ReceivedAlert(SQLModel, table=True):
+    """An Alertmanager alert as received; a redelivery of the same one is refused by the DB."""
+
+    __tablename__ = "received_alerts"
+    __table_args__ = (
+        UniqueConstraint("fingerprint", "status", "starts_at", name="uq_received_alerts_identity"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    fingerprint: str = Field(index=True)
+    status: str  # firing | resolved
+    starts_at: datetime = _at()
+    ends_at: datetime | None = _at(nullable=True)
+    alertname: str
+    labels: dict[str, str] = _json_dict()
+    annotations: dict[str, str] = _json_dict()
+    received_at: datetime = _at()
+    incident_id: int | None = Field(default=None, foreign_key="incidents.id", index=True)
+    runbook: str | None = None
