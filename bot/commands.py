@@ -80,6 +80,8 @@ def decide(
             run_id, decision=decision, actor=actor, reason=reason, on_step=quiet.step
         )
         journeys.after_run(rt, quiet, outcome)
+        incident_id = int(outcome.incident.removeprefix("INC-"))
+        journeys.settle_simulated_alert(rt, quiet, incident_id)
         if as_json:
             term.line(json.dumps(outcome_json(outcome), indent=2, default=str))
     return 0

@@ -73,25 +73,30 @@ def alert_journey(rt: Runtime, term: Terminal, *, yes: bool, user: str, interact
     if outcome is None:
         return 0
     after_run(rt, term, outcome)
-    if _mitigated(rt, received.incident_id):
-        term.heading("Alert resolved")
-        resolved = _webhook(
-            "resolved",
-            trigger.alertname,
-            dict(trigger.labels),
-            starts_at=fired_at,
-            ends_at=rt.clock.now(),
-        )
-        with session_scope(rt.db) as session:
-            receive_webhook(
-                session,
-                parse_webhook(resolved),
-                routes=rt.catalog.alert_routes(),
-                at=rt.clock.now(),
-            )
-        term.line(f"  {trigger.alertname} resolved: its signal stayed clear after the remediation")
+    settle_simulated_alert(rt, term, received.incident_id)
     print_incident(rt, term, received.incident_id)
     return 0
+
+
+def settle_simulated_alert(rt: Runtime, term: Terminal, incident_id: int) -> None:
+    """Play Alertmanager's part once a fix is verified: the scenario's alert resolves.
+
+    On the simulated fleet nobody else evaluates the alert rule; after a verified mitigation
+    its condition no longer holds, so the resolved notification is sent, as Alertmanager would.
+    """
+    trigger = rt.scenario.trigger.alert
+    if trigger is None or not _mitigated(rt, incident_id):
+        return
+    fired_at = _fault_start(rt)
+    labels = dict(trigger.labels)
+    body = _webhook(
+        "resolved", trigger.alertname, labels, starts_at=fired_at, ends_at=rt.clock.now()
+    )
+    with session_scope(rt.db) as session:
+        routes = rt.catalog.alert_routes()
+        receive_webhook(session, parse_webhook(body), routes=routes, at=rt.clock.now())
+    term.heading("Alert resolved")
+    term.line(f"  {trigger.alertname} resolved: its signal stayed clear after the remediation")
 
 
 def command_journey(
