@@ -84,6 +84,12 @@ def pending_approval_for(
     return session.exec(statement).first()
 
 
+def list_pending(session: Session) -> list[ApprovalRow]:
+    """Every approval still waiting for a decision, oldest first."""
+    statement = select(ApprovalRow).where(ApprovalRow.state == PENDING)
+    return sorted(session.exec(statement), key=lambda row: row.requested_at)
+
+
 def list_approvals(session: Session, *, incident_id: int) -> list[ApprovalRow]:
     """Every approval of an incident, oldest first."""
     statement = (

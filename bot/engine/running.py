@@ -32,6 +32,7 @@ from integrations.names import check_node_name
 from storage import approvals as approval_store
 from storage import runs as run_store
 from storage.db import session_scope
+from storage.errors import ApprovalNotPendingError
 
 logger = logging.getLogger(__name__)
 
@@ -141,25 +142,43 @@ class RunEngine:
             if run is None:
                 raise NotFound(f"unknown run '{run_id}'")
             pending = approval_store.pending_approval_for(session, run_id=run_id)
-            if pending is None:
+            if pending is None or pending.id is None:
                 raise RunStateError(f"run {run_id[:8]} is {run.status}: it has no pending approval")
             loaded = self.catalog.get(run.runbook)
-            assert pending.id is not None
             incident_id = run.incident_id
-            if decision == "approve":
+            if decision == "approve" and now < pending.expires_at:
                 risks = [Risk(p["risk"]) for p in pending.payload.get("proposals", [])]
                 requester = str(pending.payload.get("requester", ""))
                 check_approver(self.deps.policy, actor=actor, requester=requester, risks=risks)
-            approval_store.decide_approval(
-                session,
-                approval_id=pending.id,
-                state="approved" if decision == "approve" else "rejected",
-                actor=actor,
-                reason=reason or None,
-                at=now,
-            )
+            state = _decided_state(decision, expired=now >= pending.expires_at)
+            try:
+                approval_store.decide_approval(
+                    session,
+                    approval_id=pending.id,
+                    state=state,
+                    actor=actor,
+                    reason=reason or None,
+                    at=now,
+                )
+            except ApprovalNotPendingError as exc:
+                raise RunStateError(str(exc)) from exc
         answer = {"decision": decision, "actor": actor, "at": now.isoformat(), "reason": reason}
         return self._drive(loaded, run_id, incident_id, Command(resume=answer), on_step)
+
+    def expire_due(self) -> list[RunOutcome]:
+        """Take the rejected branch for every approval past its expiry (a scheduler job)."""
+        now = self.deps.clock.now()
+        with session_scope(self.db) as session:
+            due = [
+                row.run_id for row in approval_store.list_pending(session) if row.expires_at <= now
+            ]
+        outcomes = []
+        for run_id in due:
+            try:
+                outcomes.append(self.resume(run_id, decision="reject", actor="bot"))
+            except RunStateError:
+                continue  # decided concurrently by a person: nothing to expire
+        return outcomes
 
     # -- driving -----------------------------------------------------------------------------
     def _drive(
@@ -221,6 +240,13 @@ class RunEngine:
     def _recorder(self) -> Iterator[Recorder]:
         with session_scope(self.db) as session:
             yield Recorder(session, self.deps.clock)
+
+
+def _decided_state(decision: str, *, expired: bool) -> str:
+    """An approval given after its expiry is recorded as expired (the rejected branch)."""
+    if expired:
+        return "expired"
+    return "approved" if decision == "approve" else "rejected"
 
 
 def resolve_inputs(loaded: LoadedRunbook, given: Mapping[str, Any]) -> dict[str, Any]:

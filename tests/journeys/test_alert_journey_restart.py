@@ -116,3 +116,47 @@ def test_rejection_carries_out_nothing(settings: Settings, scenario_dir: Path) -
         with session_scope(rt.db) as session:
             incident = incident_store.get_incident(session, incident_id)
             assert incident is not None and incident.state == "triaging"
+
+
+def test_expired_approval_takes_the_rejected_branch(settings: Settings, scenario_dir: Path) -> None:
+    with open_runtime(
+        settings, scenario_path=scenario_dir / "ecc-dbe-storm.yaml", fresh=True
+    ) as rt:
+        incident_id = fire(rt)
+        loaded = rt.catalog.get("ecc-storm")
+        outcome = rt.engine.start(
+            loaded,
+            inputs={"node": "gpu-node-03"},
+            incident_id=incident_id,
+            requester="alertmanager",
+        )
+        assert rt.engine.expire_due() == []  # nothing is due yet
+        rt.clock.advance(rt.deps.policy.approval_ttl)  # type: ignore[attr-defined]
+        late = rt.engine.resume(outcome.run_id, decision="approve", actor="cli:alice")
+        assert late.status == "rejected"
+        assert late.steps["approval"]["decision"] == "expired"
+        assert late.steps["execute"]["skipped"] is True
+        assert rt.fleet.cordon_calls["gpu-node-03"] == 0
+        with session_scope(rt.db) as session:
+            kinds = [e.kind for e in incident_store.list_events(session, incident_id)]
+        assert "approval_expired" in kinds
+
+
+def test_scheduler_expiry_rejects_a_forgotten_approval(
+    settings: Settings, scenario_dir: Path
+) -> None:
+    with open_runtime(
+        settings, scenario_path=scenario_dir / "ecc-dbe-storm.yaml", fresh=True
+    ) as rt:
+        incident_id = fire(rt)
+        rt.engine.start(
+            rt.catalog.get("ecc-storm"),
+            inputs={"node": "gpu-node-03"},
+            incident_id=incident_id,
+            requester="alertmanager",
+        )
+        rt.clock.advance(rt.deps.policy.approval_ttl)  # type: ignore[attr-defined]
+        expired = rt.engine.expire_due()
+        assert [o.status for o in expired] == ["rejected"]
+        assert expired[0].steps["approval"]["decision"] == "expired"
+        assert rt.fleet.cordon_calls["gpu-node-03"] == 0

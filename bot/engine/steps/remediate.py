@@ -142,12 +142,8 @@ def _decision(answer: Any, expires_at: str) -> dict[str, Any]:
     data = answer if isinstance(answer, dict) else {"decision": str(answer)}
     decision = str(data.get("decision", "reject"))
     at = str(data.get("at", ""))
-    if (
-        decision == "approve"
-        and at
-        and is_expired(datetime.fromisoformat(expires_at), datetime.fromisoformat(at))
-    ):
-        decision = "expired"
+    if at and is_expired(datetime.fromisoformat(expires_at), datetime.fromisoformat(at)):
+        decision = "expired"  # too late either way: the rejected branch, recorded as expiry
     normalized = {"approve": "approved", "reject": "rejected"}.get(decision, decision)
     return {
         "decision": normalized,
