@@ -5,6 +5,7 @@ incident transitions. Called by `running.py` inside a session; never by node cod
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -187,161 +188,112 @@ class Recorder:
         step_id: str,
         output: Mapping[str, Any],
     ) -> None:
-        kind = output.get("kind")
-        handler = getattr(self, f"_on_{kind}", None)
-        if handler is not None:
-            handler(incident_id, run_id, loaded, step_id, output)
-            return
+        """Record one completed step: a dedicated handler per kind, else `step_completed`."""
+        done = StepDone(incident_id, run_id, loaded, step_id, output)
+        handler = getattr(self, f"_on_{output.get('kind')}", self._completed)
+        handler(done)
+
+    def _note(
+        self,
+        done: StepDone,
+        kind: EventKind,
+        summary: str,
+        *,
+        actor: str = BOT,
+        payload: Mapping[str, Any] | None = None,
+    ) -> None:
         self._event(
-            incident_id,
-            EventKind.STEP_COMPLETED,
-            _step_summary(loaded, step_id, output),
-            run_id=run_id,
-            step_id=step_id,
-            payload=_trim(output),
+            done.incident_id,
+            kind,
+            summary,
+            run_id=done.run_id,
+            step_id=done.step_id,
+            actor=actor,
+            payload=payload,
         )
 
-    def _on_check(
-        self,
-        incident_id: int,
-        run_id: str,
-        loaded: LoadedRunbook,
-        step_id: str,
-        output: Mapping[str, Any],
-    ) -> None:
-        finding = output.get("finding")
-        if output.get("status") == "fired" and finding:
-            run_store.add_findings(
-                self.session,
-                run_id=run_id,
-                incident_id=incident_id,
-                findings=[finding],
-                at=self.clock.now(),
-            )
-            self._event(
-                incident_id,
-                EventKind.FINDING,
-                f"[{finding['severity']}/{finding['layer']}] {finding['summary']}",
-                run_id=run_id,
-                step_id=step_id,
-                payload=finding,
-            )
-            return
-        self._event(
-            incident_id,
-            EventKind.STEP_COMPLETED,
-            _step_summary(loaded, step_id, output),
-            run_id=run_id,
-            step_id=step_id,
-            payload=_trim(output),
-        )
+    def _completed(self, done: StepDone) -> None:
+        title = done.loaded.runbook.step(done.step_id).title or done.step_id
+        summary = f"{title}: {describe_step(done.step_id, done.output)[1]}"
+        self._note(done, EventKind.STEP_COMPLETED, summary, payload=_trim(done.output))
 
-    def _on_localize(
-        self,
-        incident_id: int,
-        run_id: str,
-        loaded: LoadedRunbook,
-        step_id: str,
-        output: Mapping[str, Any],
-    ) -> None:
-        run_store.update_run(self.session, run_id, verdict=dict(output))
+    def _on_check(self, done: StepDone) -> None:
+        finding = done.output.get("finding")
+        if done.output.get("status") != "fired" or not finding:
+            self._completed(done)
+            return
+        run_store.add_findings(
+            self.session,
+            run_id=done.run_id,
+            incident_id=done.incident_id,
+            findings=[finding],
+            at=self.clock.now(),
+        )
+        summary = f"[{finding['severity']}/{finding['layer']}] {finding['summary']}"
+        self._note(done, EventKind.FINDING, summary, payload=finding)
+
+    def _on_localize(self, done: StepDone) -> None:
+        output = done.output
+        run_store.update_run(self.session, done.run_id, verdict=dict(output))
         lifecycle.mark_diagnosed(
             self.session,
-            self._incident(incident_id),
+            self._incident(done.incident_id),
             at=self.clock.now(),
             layer=str(output["layer"]),
             confidence=float(output["confidence"]),
             culprits=list(output.get("culprits", [])),
-            run_id=run_id,
-            step_id=step_id,
+            run_id=done.run_id,
+            step_id=done.step_id,
         )
 
-    def _on_approve(
-        self,
-        incident_id: int,
-        run_id: str,
-        loaded: LoadedRunbook,
-        step_id: str,
-        output: Mapping[str, Any],
-    ) -> None:
-        decision = str(output.get("decision"))
+    def _on_approve(self, done: StepDone) -> None:
+        decision = str(done.output.get("decision"))
         if decision not in _APPROVAL_EVENTS:
             return
-        actor = str(output.get("actor", BOT))
-        summary = f"Remediation {decision} by {actor}" + (
-            f": {output['reason']}" if output.get("reason") else ""
-        )
-        self._event(
-            incident_id,
-            _APPROVAL_EVENTS[decision],
-            summary,
-            run_id=run_id,
-            step_id=step_id,
-            actor=actor,
-            payload=_trim(output),
+        actor = str(done.output.get("actor", BOT))
+        reason = done.output.get("reason")
+        summary = f"Remediation {decision} by {actor}" + (f": {reason}" if reason else "")
+        self._note(
+            done, _APPROVAL_EVENTS[decision], summary, actor=actor, payload=_trim(done.output)
         )
         if decision == "approved":
-            lifecycle.mark_acknowledged(
-                self.session, self._incident(incident_id), at=self.clock.now(), actor=actor
-            )
-            self._move(incident_id, IncidentState.MITIGATING, actor=actor)
+            incident = self._incident(done.incident_id)
+            lifecycle.mark_acknowledged(self.session, incident, at=self.clock.now(), actor=actor)
+            self._move(done.incident_id, IncidentState.MITIGATING, actor=actor)
 
-    def _on_act(
-        self,
-        incident_id: int,
-        run_id: str,
-        loaded: LoadedRunbook,
-        step_id: str,
-        output: Mapping[str, Any],
-    ) -> None:
-        if output.get("skipped"):
-            self._event(
-                incident_id,
-                EventKind.ACTION_SKIPPED,
-                f"Actions skipped: {output.get('reason')}",
-                run_id=run_id,
-                step_id=step_id,
-            )
+    def _on_act(self, done: StepDone) -> None:
+        if done.output.get("skipped"):
+            summary = f"Actions skipped: {done.output.get('reason')}"
+            self._note(done, EventKind.ACTION_SKIPPED, summary)
             return
-        for result in output.get("results", []):
+        for result in done.output.get("results", []):
             if result.get("repeated"):
                 continue
             kind = _ACTION_EVENTS.get(str(result.get("outcome")), EventKind.ACTION_SUCCEEDED)
-            self._event(
-                incident_id,
-                kind,
-                str(result.get("detail")),
-                run_id=run_id,
-                step_id=step_id,
-                payload=result,
-            )
+            self._note(done, kind, str(result.get("detail")), payload=result)
 
-    def _on_verify(
-        self,
-        incident_id: int,
-        run_id: str,
-        loaded: LoadedRunbook,
-        step_id: str,
-        output: Mapping[str, Any],
-    ) -> None:
-        status = output.get("status")
+    def _on_verify(self, done: StepDone) -> None:
+        status = done.output.get("status")
         if status == "skipped":
             return
-        kind = (
-            EventKind.VERIFICATION_PASSED if status == "passed" else EventKind.VERIFICATION_FAILED
-        )
+        passed = status == "passed"
+        kind = EventKind.VERIFICATION_PASSED if passed else EventKind.VERIFICATION_FAILED
         summary = (
-            f"Verification {status}: {output.get('signal')} = {output.get('value')} "
-            f"after {output.get('polls')} poll(s)"
+            f"Verification {status}: {done.output.get('signal')} = {done.output.get('value')} "
+            f"after {done.output.get('polls')} poll(s)"
         )
-        self._event(
-            incident_id, kind, summary, run_id=run_id, step_id=step_id, payload=_trim(output)
-        )
+        self._note(done, kind, summary, payload=_trim(done.output))
 
 
-def _step_summary(loaded: LoadedRunbook, step_id: str, output: Mapping[str, Any]) -> str:
-    title = loaded.runbook.step(step_id).title or step_id
-    return f"{title}: {describe_step(step_id, output)[1]}"
+@dataclass(frozen=True)
+class StepDone:
+    """One completed step, as the recorder sees it."""
+
+    incident_id: int
+    run_id: str
+    loaded: LoadedRunbook
+    step_id: str
+    output: Mapping[str, Any]
 
 
 def _trim(output: Mapping[str, Any]) -> dict[str, Any]:
