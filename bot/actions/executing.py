@@ -47,33 +47,6 @@ def idempotency_key(*, run_id: str, step_id: str, action: str, target: str) -> s
     return hashlib.sha256(raw.encode()).hexdigest()[:32]
 
 
-class MemoryLedger:
-    """An in-process ledger (tests, one-shot CLI runs without a database)."""
-
-    def __init__(self) -> None:
-        self.rows: dict[str, Claim] = {}
-
-    def claim(
-        self,
-        *,
-        key: str,
-        run_id: str,
-        step_id: str,
-        action: str,
-        target: str,
-        params: Mapping[str, Any],
-        at: datetime,
-    ) -> Claim:
-        if key in self.rows:
-            existing = self.rows[key]
-            return Claim(False, existing.status, existing.result)
-        self.rows[key] = Claim(True, "running", {})
-        return self.rows[key]
-
-    def finish(self, *, key: str, status: str, result: Mapping[str, Any], at: datetime) -> None:
-        self.rows[key] = Claim(False, status, dict(result))
-
-
 def execute_once(
     spec: ActionSpec,
     ctx: ActionContext,
