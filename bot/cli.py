@@ -54,6 +54,25 @@ def build_parser() -> argparse.ArgumentParser:
     incidents.add_argument("--all", action="store_true", help="include resolved incidents")
     incidents.add_argument("--json", action="store_true")
 
+    alerts = sub.add_parser("alerts", help="list received Alertmanager alerts")
+    alerts.add_argument(
+        "--unrouted", action="store_true", help="only alerts no runbook took, with the reason"
+    )
+    alerts.add_argument("--limit", type=int, default=50)
+    alerts.add_argument("--json", action="store_true")
+
+    serve = sub.add_parser(
+        "serve", help="HTTP server: Alertmanager webhook, /healthz, /readyz, /metrics"
+    )
+    serve.add_argument("--host", help="listen address (default: server.host, 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="listen port (default: server.port, 8080)")
+    serve.add_argument("--scenario", type=Path, help="scenario file for the simulated fleet")
+    serve.add_argument(
+        "--socket-mode",
+        action="store_true",
+        help="receive Slack over Socket Mode (no public ingress; needs slack.app_token)",
+    )
+
     for verb in ("approve", "reject"):
         decide = sub.add_parser(verb, help=f"{verb} the pending approval of a run or incident")
         decide.add_argument("ref", metavar="RUN_OR_INCIDENT")
@@ -67,6 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
     postmortem.add_argument("--format", choices=["md", "json"], default="md")
     postmortem.add_argument("--pinned", action="store_true", help="only pinned timeline events")
 
+    evaluate = sub.add_parser(
+        "eval", help="run scenario files through their triggers and score the diagnoses"
+    )
+    evaluate.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+    evaluate.add_argument("--json", action="store_true", help="print the scores as JSON")
+
     books = sub.add_parser("runbooks", help="list, validate or graph runbooks")
     books_sub = books.add_subparsers(dest="runbooks_command", required=True, metavar="ACTION")
     validate = books_sub.add_parser(
@@ -76,6 +101,15 @@ def build_parser() -> argparse.ArgumentParser:
     books_sub.add_parser("list", help="list runbooks with their triggers")
     graph = books_sub.add_parser("graph", help="print a runbook's step graph as Mermaid")
     graph.add_argument("name")
+
+    sim = sub.add_parser("sim", help="the simulated fleet's endpoints for a real Prometheus")
+    sim_sub = sim.add_subparsers(dest="sim_command", required=True, metavar="ACTION")
+    serve_sim = sim_sub.add_parser(
+        "serve", help="serve a scenario's exporter metrics (/metrics) for Prometheus to scrape"
+    )
+    serve_sim.add_argument("--scenario", type=Path, required=True, help="scenario file")
+    serve_sim.add_argument("--port", type=int, default=9400, help="0 picks a free port")
+    serve_sim.add_argument("--host", default="127.0.0.1")
     return parser
 
 
@@ -138,6 +172,19 @@ def dispatch(args: argparse.Namespace, settings: Settings, term: Terminal) -> in
         )
     if args.command == "incidents":
         return commands.list_incidents(settings, term, include_resolved=args.all, as_json=args.json)
+    if args.command == "alerts":
+        return commands.list_alerts(
+            settings, term, unrouted=args.unrouted, limit=args.limit, as_json=args.json
+        )
+    if args.command == "serve":
+        return commands.serve(
+            settings,
+            term,
+            host=args.host,
+            port=args.port,
+            scenario=args.scenario,
+            socket_mode=args.socket_mode,
+        )
     if args.command in ("approve", "reject"):
         return commands.decide(
             settings,
@@ -153,12 +200,16 @@ def dispatch(args: argparse.Namespace, settings: Settings, term: Terminal) -> in
         return commands.postmortem(
             settings, term, ref=args.incident, fmt=args.format, pinned=args.pinned
         )
+    if args.command == "eval":
+        return commands.evaluate(settings, term, paths=args.paths, as_json=args.json)
     if args.command == "runbooks":
         if args.runbooks_command == "validate":
             return commands.validate_runbooks(settings, term, paths=args.paths)
         if args.runbooks_command == "list":
             return commands.list_runbooks(settings, term)
         return commands.graph_runbook(settings, term, name=args.name)
+    if args.command == "sim":
+        return commands.sim_serve(term, scenario=args.scenario, host=args.host, port=args.port)
     raise UserInputError(f"unknown command '{args.command}'")
 
 

@@ -17,7 +17,7 @@ from bot.config import Settings
 from bot.engine.catalog import validate_files
 from bot.engine.compiling import render_mermaid
 from bot.engine.running import RunOutcome
-from bot.errors import NotFound
+from bot.errors import NotFound, UserInputError
 from bot.incidents.mttr import compute_figures, format_duration
 from bot.incidents.postmortem import render_postmortem
 from bot.incidents.views import event_views, incident_view
@@ -116,6 +116,88 @@ def list_incidents(
     return 0
 
 
+def list_alerts(
+    settings: Settings, term: Terminal, *, unrouted: bool, limit: int, as_json: bool
+) -> int:
+    """`gpu-oncall alerts [--unrouted]`: received alerts, newest first; unrouted ones with the
+    reason no runbook took them (routed again with today's runbooks)."""
+    from bot.intake.listing import alert_rows
+    from storage.db import create_schema, make_engine
+
+    _, _, catalog = load_catalogs(settings)
+    db = make_engine(settings.storage.url)
+    create_schema(db)
+    with session_scope(db) as session:
+        rows = alert_rows(
+            session, routes=catalog.alert_routes(), unrouted=unrouted, limit=max(limit, 1)
+        )
+    if as_json:
+        term.line(json.dumps(rows, indent=2, default=str))
+        return 0
+    if not rows:
+        term.line("No unrouted alerts." if unrouted else "No alerts received.")
+        return 0
+    term.line(f"{'RECEIVED':<20} {'STATUS':<9} {'ALERT':<24} {'INCIDENT':<9} LABELS / REASON")
+    for row in rows:
+        detail = row["reason"] or " ".join(f"{k}={v}" for k, v in row["labels"].items())
+        term.line(
+            f"{row['received_at']:%Y-%m-%d %H:%M:%S} {row['status']:<9} {row['alertname']:<24} "
+            f"{row['incident'] or '-':<9} {detail}"
+        )
+    return 0
+
+
+def serve(
+    settings: Settings,
+    term: Terminal,
+    *,
+    host: str | None,
+    port: int | None,
+    scenario: Path | None,
+    socket_mode: bool = False,
+) -> int:
+    """`gpu-oncall serve`: run the HTTP server until Ctrl-C or SIGTERM; with `socket_mode`,
+    Slack events arrive over a Socket Mode connection instead of `POST /slack/events`."""
+    import signal
+
+    from bot.server import create_app, serve_forever
+
+    if socket_mode and (settings.slack.bot_token is None or settings.slack.app_token is None):
+        raise UserInputError(
+            "--socket-mode needs Slack: set GPU_ONCALL_SLACK__BOT_TOKEN and "
+            "GPU_ONCALL_SLACK__APP_TOKEN (docs/slack.md)"
+        )
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    with open_runtime(settings, scenario_path=scenario) as rt:
+        app = create_app(settings, rt, socket_mode=socket_mode)
+        mounts = ", ".join(sorted(app.mounts)) or "none"
+        socket = None
+        if socket_mode and app.slack is not None:
+            socket = app.slack.socket_mode()
+            socket.connect()
+            term.line("gpu-oncall: connected to Slack over Socket Mode")
+        try:
+            serve_forever(
+                app,
+                host=host or settings.server.host,
+                port=port if port is not None else settings.server.port,
+                ready=lambda url: term.line(
+                    f"gpu-oncall serving on {url}: POST /alerts, GET /healthz /readyz /metrics; "
+                    f"mounted: {mounts}"
+                ),
+            )
+        except KeyboardInterrupt:
+            term.line("gpu-oncall: stopping; queued triage runs finish first")
+        finally:
+            if socket is not None:
+                socket.close()
+    return 0
+
+
 def postmortem(settings: Settings, term: Terminal, *, ref: str, fmt: str, pinned: bool) -> int:
     from storage.db import create_schema, make_engine
 
@@ -169,6 +251,55 @@ def _catalogs_without_runbooks(settings: Settings) -> tuple[list[str], list[str]
     from runbooks import SIGNALS_FILE
 
     return load_signal_catalog(SIGNALS_FILE).names(), default_registry().names(), None
+
+
+def evaluate(settings: Settings, term: Terminal, *, paths: list[Path], as_json: bool) -> int:
+    """`gpu-oncall eval`: score scenario files; exit 0 even when some diagnoses are wrong."""
+    from bot.evaluating import evaluate as run_eval
+    from bot.scoring import render_json, render_table
+
+    results = run_eval(paths, settings=settings)
+    if as_json:
+        term.line(json.dumps(render_json(results), indent=2))
+    else:
+        for line in render_table(results):
+            term.line(line)
+    return 0
+
+
+def sim_serve(term: Terminal, *, scenario: Path, host: str, port: int) -> int:
+    """`gpu-oncall sim serve`: a scenario's exporter metrics over HTTP until interrupted.
+
+    The fleet runs on the wall clock from now (its t0), so faults play out in real time and
+    Prometheus sees them evolve. Exit 0 on Ctrl-C; 2 if the scenario or the port is bad.
+    """
+    from bot.clock import SystemClock
+    from integrations.errors import IntegrationError
+    from integrations.sim import Fleet, load_scenario
+    from integrations.sim.exporter import ExporterApp, ExporterServer, exporter_families
+
+    try:
+        loaded = load_scenario(scenario)
+    except IntegrationError as exc:
+        raise UserInputError(str(exc)) from exc
+    fleet = Fleet.from_scenario(loaded, now=SystemClock().now)
+    try:
+        server = ExporterServer(ExporterApp(fleet), host=host, port=port)
+    except OSError as exc:
+        raise UserInputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    nodes, started = len(fleet.node_names), f"{fleet.t0:%H:%M:%S}"
+    term.line(f"Scenario '{loaded.name}': {nodes} simulated nodes, t0 {started} UTC")
+    term.line(f"Serving {server.url}")
+    for family in exporter_families(fleet):
+        term.line(f"  {family:<20} {server.url}/{family}")
+    term.line("Ctrl-C to stop.")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        term.line("Stopped.")
+    finally:
+        server.close()
+    return 0
 
 
 def outcome_json(outcome: RunOutcome) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from pydantic.fields import FieldInfo
@@ -47,7 +48,10 @@ class LabelSettings(SettingsGroup):
 
 class PolicySettings(SettingsGroup):
     approvers: list[str] = Field(default_factory=list)
-    """Who may approve (Slack user ids, `cli:<user>`). Empty: anyone who can reach the bot."""
+    """Who may approve: Slack user ids (`U...`), Slack user-group ids (`S...`, members resolved
+    with `usergroups.users.list`) and `cli:<user>`. Empty: anyone who can reach the bot."""
+    runbook_approvers: dict[str, list[str]] = Field(default_factory=dict)
+    """Runbook name -> its own approvers (same forms as `approvers`), used instead of them."""
     two_person_risks: list[str] = Field(default_factory=lambda: ["high"])
     """Risk levels where the requester cannot approve their own request."""
     auto_approve_risks: list[str] = Field(default_factory=list)
@@ -56,6 +60,13 @@ class PolicySettings(SettingsGroup):
     """How long an approval request stays open; an expired one takes the rejected branch."""
     dry_run: bool = False
     """Global dry-run: actions report what they would do and change nothing."""
+    max_unhealthy: str = Field(default="25%", pattern=r"^\d+%?$")
+    """Blast radius: most nodes of one pool that may be out of service (cordoned or NotReady)
+    after an action, as a count (`4`) or a share (`25%`, rounded up). `100%` turns it off."""
+    max_gpus_removed: str = Field(default="25%", pattern=r"^\d+%?$")
+    """Blast radius: most GPUs of one pool on out-of-service nodes after an action."""
+    pool_label: str = "nvidia.com/gpu.product"
+    """Node label that groups nodes into pools for the blast-radius limits."""
 
 
 class TicketSettings(SettingsGroup):
@@ -68,6 +79,98 @@ class TicketSettings(SettingsGroup):
 class TimeoutSettings(SettingsGroup):
     http_seconds: float = 5.0
     """Timeout for every outbound HTTP call (ticket webhook, Prometheus, Alertmanager)."""
+
+
+class PrometheusSettings(SettingsGroup):
+    url: str = "http://127.0.0.1:9090"
+    """Prometheus base URL (with a path prefix if it has one, e.g. `https://h/prometheus`);
+    used when `telemetry` is `prometheus`. Thanos Query and Mimir's Prometheus API work too."""
+    bearer_token: SecretStr | None = None
+    """Sent as `Authorization: Bearer ...` (an authenticating proxy, Grafana Cloud, Mimir)."""
+    basic_auth_user: str | None = None
+    """Basic-auth user (Prometheus `--web.config.file` `basic_auth_users`, or a proxy)."""
+    basic_auth_password: SecretStr | None = None
+    """Basic-auth password."""
+    headers: dict[str, str] = Field(default_factory=dict)
+    """Extra request headers, e.g. `{"X-Scope-OrgID": "gpu"}` for a multi-tenant Mimir."""
+    ca_file: Path | None = None
+    """PEM CA bundle that signs the server's certificate. Unset: the system trust store."""
+    insecure_skip_verify: bool = False
+    """Skip TLS certificate verification (testing only)."""
+    timeout_seconds: float | None = Field(default=None, gt=0)
+    """Per-query timeout, also sent as Prometheus' own `timeout`. Unset: `timeouts.http_seconds`."""
+    retries: int = Field(default=2, ge=0, le=10)
+    """Retries after a refused connection or HTTP 429/502/503/504, with exponential backoff."""
+    backoff_seconds: float = Field(default=0.2, ge=0)
+    """Backoff factor between retries (0.2 s: waits 0, 0.4 s, 0.8 s ...)."""
+    match: dict[str, str] = Field(default_factory=dict)
+    """Label matchers added to every query, e.g. `{"cluster": "h100-east"}` when one
+    Prometheus (or Thanos) holds several clusters."""
+    max_concurrency: int = Field(default=8, ge=1)
+    """Queries sent at once when several signals are read together."""
+
+
+class ServerSettings(SettingsGroup):
+    host: str = "127.0.0.1"
+    """Address `gpu-oncall serve` listens on (`0.0.0.0` inside a container)."""
+    port: int = 8080
+    """Port `gpu-oncall serve` listens on."""
+    token: SecretStr | None = None
+    """Bearer token Alertmanager must send on `POST /alerts` (its `http_config.authorization`).
+    Unset: the webhook is open (only for loopback or a private network)."""
+    workers: int = Field(default=4, ge=1)
+    """Triage runs executing at once; webhooks never wait for them."""
+    queue_limit: int = Field(default=1000, ge=1)
+    """Triage runs waiting for a worker; beyond it an incident is opened but not triaged (the
+    timeline says so and `gpu_oncall_triage_dropped_total` counts it)."""
+    max_body_bytes: int = Field(default=10_000_000, ge=1024)
+    """Largest webhook body accepted (413 above it)."""
+
+
+class AlertmanagerSettings(SettingsGroup):
+    url: str | None = None
+    """Alertmanager base URL for silences (e.g. `http://alertmanager:9093`). Unset: the
+    `silence` action records the silence on the timeline only."""
+    token: SecretStr | None = None
+    """Bearer token for the Alertmanager API (when it sits behind an authenticating proxy)."""
+    silence_labels: list[str] = Field(default_factory=list)
+    """Alert labels that name a node, one silence each. Empty: the host labels of `labels`
+    (`Hostname`, `instance`, `node` by default)."""
+
+
+class IntakeSettings(SettingsGroup):
+    storm_threshold: int = Field(default=8, ge=0)
+    """Firing alerts of one alert name for this many different targets in one storm domain
+    within `storm_window_minutes` open one parent incident instead of one each. 0 disables."""
+    storm_window_minutes: float = Field(default=5.0, gt=0)
+    """How far back alerts count towards a storm."""
+    storm_labels: list[str] = Field(default_factory=lambda: ["rack", "leaf"])
+    """Alert labels that name a storm domain (the first one present wins); alerts with none
+    of them group fleet-wide."""
+
+
+class SlackSettings(SettingsGroup):
+    bot_token: SecretStr | None = None
+    """Bot token (`xoxb-...`, OAuth & Permissions). Unset: Slack is off."""
+    signing_secret: SecretStr | None = None
+    """Signing secret (Basic Information); every HTTP request from Slack is verified with it."""
+    app_token: SecretStr | None = None
+    """App-level token (`xapp-...`, scope `connections:write`) for `serve --socket-mode`."""
+    api_url: str = "https://slack.com/api/"
+    """Slack Web API base URL (change only for a proxy or a test server)."""
+    incident_channel: str | None = None
+    """Channel id where alert-triggered incidents are posted when no rule below matches.
+    Unset (and no rule matches): alert triage is not posted to Slack."""
+    channels_by_runbook: dict[str, str] = Field(default_factory=dict)
+    """Runbook name -> channel id for its alert-triggered incidents (checked first)."""
+    channels_by_severity: dict[str, str] = Field(default_factory=dict)
+    """Alert severity (`critical`, `warning`...) -> channel id (checked second)."""
+    update_interval_seconds: float = Field(default=1.0, ge=0)
+    """Least time between two in-place updates of a live triage message (the last always goes)."""
+    usergroup_cache_seconds: float = Field(default=60.0, ge=0)
+    """How long user-group membership (`usergroups.users.list`) is cached."""
+    workers: int = Field(default=4, ge=1)
+    """Runs started or resumed from Slack that execute at once (acks never wait for them)."""
 
 
 class SimSettings(SettingsGroup):
@@ -89,11 +192,17 @@ class Settings(BaseSettings):
     policy: PolicySettings = Field(default_factory=PolicySettings)
     tickets: TicketSettings = Field(default_factory=TicketSettings)
     timeouts: TimeoutSettings = Field(default_factory=TimeoutSettings)
+    prometheus: PrometheusSettings = Field(default_factory=PrometheusSettings)
     sim: SimSettings = Field(default_factory=SimSettings)
+    slack: SlackSettings = Field(default_factory=SlackSettings)
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    alertmanager: AlertmanagerSettings = Field(default_factory=AlertmanagerSettings)
+    intake: IntakeSettings = Field(default_factory=IntakeSettings)
     runbook_dirs: list[Path] = Field(default_factory=list)
     """Extra directories of operator runbooks, loaded after the shipped ones."""
-    telemetry: str = "sim"
-    """Telemetry backend: `sim` (the in-process simulated fleet)."""
+    telemetry: Literal["sim", "prometheus"] = "sim"
+    """Telemetry backend: `sim` (the in-process simulated fleet) or `prometheus` (a real
+    Prometheus at `prometheus.url`; docs/operations.md)."""
     cluster: str = "sim"
     """Cluster backend: `sim` (the in-process simulated fleet)."""
 

@@ -83,7 +83,9 @@ def _culprits(verdict: Mapping[str, Any]) -> str:
         return ", ".join(verdict.get("culprits", [])) or "none"
     parts = []
     for c in details:
-        text = c.get("node") or c.get("workload") or "?"
+        text = c.get("node") or c.get("workload") or c.get("pod") or c.get("domain") or "?"
+        if c.get("domain") and not c.get("node"):
+            text += f" (shared {c.get('domain_label', 'domain')})"
         if c.get("gpu") is not None:
             text += f" GPU {c['gpu']}"
         if c.get("uuid"):

@@ -6,9 +6,14 @@ finds the stored row and changes nothing, so it never overwrites what a human en
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from datetime import datetime
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
 
+from sqlalchemy import bindparam, tuple_, update
+from sqlalchemy import select as sa_select
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, col, select
 
 from storage.db import insert_unique
@@ -90,3 +95,157 @@ def has_firing_alerts(session: Session, incident_id: int) -> bool:
     for row in sorted(list_alerts_for_incident(session, incident_id), key=lambda a: a.received_at):
         latest[row.fingerprint] = row.status
     return any(status == "firing" for status in latest.values())
+
+
+def incident_of_fingerprint(session: Session, fingerprint: str) -> int | None:
+    """The incident the latest routed delivery of this alert was attached to, if any."""
+    statement = (
+        select(ReceivedAlert.incident_id)
+        .where(
+            ReceivedAlert.fingerprint == fingerprint, col(ReceivedAlert.incident_id).is_not(None)
+        )
+        .order_by(col(ReceivedAlert.received_at).desc(), col(ReceivedAlert.id).desc())
+    )
+    return session.exec(statement).first()
+
+
+def recent_firing(session: Session, *, alertname: str, since: datetime) -> list[ReceivedAlert]:
+    """Firing alerts of one alert name received at or after `since` (storm detection)."""
+    statement = select(ReceivedAlert).where(
+        ReceivedAlert.alertname == alertname,
+        ReceivedAlert.status == "firing",
+        col(ReceivedAlert.received_at) >= since,
+    )
+    return list(session.exec(statement))
+
+
+def list_alerts(
+    session: Session, *, unattached_only: bool = False, limit: int = 100
+) -> list[ReceivedAlert]:
+    """The newest received alerts first; `unattached_only`: those routed to no incident."""
+    statement = select(ReceivedAlert)
+    if unattached_only:
+        statement = statement.where(col(ReceivedAlert.incident_id).is_(None))
+    order = (col(ReceivedAlert.received_at).desc(), col(ReceivedAlert.id).desc())
+    return list(session.exec(statement.order_by(*order).limit(limit)))
+
+
+@dataclass(frozen=True)
+class NewAlert:
+    """One alert of a webhook, as `record_alerts` stores it."""
+
+    fingerprint: str
+    status: str
+    starts_at: datetime
+    ends_at: datetime | None
+    alertname: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def identity(self) -> tuple[str, str, datetime]:
+        return self.fingerprint, self.status, self.starts_at.astimezone(UTC)
+
+
+@dataclass(frozen=True)
+class StoredAlert:
+    """Where one alert of `record_alerts` ended up: its row, whether this delivery created it,
+    and the incident it is attached to (for a redelivery)."""
+
+    id: int
+    is_new: bool
+    incident_id: int | None
+
+
+def record_alerts(
+    session: Session, alerts: Sequence[NewAlert], *, received_at: datetime
+) -> list[StoredAlert]:
+    """Store a webhook's alerts at once; the unique identity makes the database skip every
+    redelivered one (`INSERT ... ON CONFLICT DO NOTHING`), so this is safe across replicas.
+    Results follow `alerts`; an identity repeated within `alerts` is new only the first time."""
+    if not alerts:
+        return []
+    table: Any = ReceivedAlert.__table__  # type: ignore[attr-defined]
+    dialect = session.get_bind().dialect.name
+    if dialect not in ("sqlite", "postgresql"):
+        return [_record_one(session, alert, received_at=received_at) for alert in alerts]
+    unique = list({a.identity: a for a in reversed(alerts)}.values())[::-1]
+    rows = [
+        {
+            "fingerprint": a.fingerprint,
+            "status": a.status,
+            "starts_at": a.starts_at,
+            "ends_at": a.ends_at,
+            "alertname": a.alertname,
+            "labels": dict(a.labels),
+            "annotations": dict(a.annotations),
+            "received_at": received_at,
+        }
+        for a in unique
+    ]
+    insert = sqlite.insert if dialect == "sqlite" else postgresql.insert
+    statement = (
+        insert(table)
+        .on_conflict_do_nothing()
+        .returning(table.c.id, table.c.fingerprint, table.c.status, table.c.starts_at)
+    )
+    connection = session.connection()
+    created = {(fp, st, at): int(i) for i, fp, st, at in connection.execute(statement, rows)}
+    known = _existing(session, [a.identity for a in unique if a.identity not in created])
+    results: list[StoredAlert] = []
+    seen: set[tuple[str, str, datetime]] = set()
+    for alert in alerts:
+        key = alert.identity
+        if key in created:
+            results.append(StoredAlert(created[key], key not in seen, None))
+        else:
+            row_id, incident_id = known[key]
+            results.append(StoredAlert(row_id, False, incident_id))
+        seen.add(key)
+    return results
+
+
+def _existing(
+    session: Session, identities: Sequence[tuple[str, str, datetime]]
+) -> dict[tuple[str, str, datetime], tuple[int, int | None]]:
+    if not identities:
+        return {}
+    c = ReceivedAlert.__table__.c  # type: ignore[attr-defined]
+    statement = sa_select(c.id, c.incident_id, c.fingerprint, c.status, c.starts_at).where(
+        tuple_(c.fingerprint, c.status, c.starts_at).in_(identities)
+    )
+    return {
+        (fp, st, at): (int(row_id), incident_id)
+        for row_id, incident_id, fp, st, at in session.connection().execute(statement)
+    }
+
+
+def _record_one(session: Session, alert: NewAlert, *, received_at: datetime) -> StoredAlert:
+    row, is_new = record_alert(
+        session,
+        fingerprint=alert.fingerprint,
+        status=alert.status,
+        starts_at=alert.starts_at,
+        ends_at=alert.ends_at,
+        alertname=alert.alertname,
+        labels=alert.labels,
+        annotations=alert.annotations,
+        received_at=received_at,
+    )
+    assert row.id is not None
+    return StoredAlert(row.id, is_new, row.incident_id)
+
+
+def attach_alerts(
+    session: Session, *, alert_ids: Sequence[int], incident_id: int, runbook: str | None
+) -> None:
+    """Link many stored alerts to the incident (and runbook) they were routed to."""
+    if not alert_ids:
+        return
+    table: Any = ReceivedAlert.__table__  # type: ignore[attr-defined]
+    statement = (
+        update(table)
+        .where(table.c.id == bindparam("alert_id"))
+        .values(incident_id=incident_id, runbook=runbook)
+    )
+    session.connection().execute(statement, [{"alert_id": i} for i in alert_ids])

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col, func, select
 
 from storage.db import insert_unique
 from storage.errors import IncidentAlreadyOpenError
@@ -87,6 +87,12 @@ def list_incidents(session: Session, *, open_only: bool = False, limit: int = 50
     if open_only:
         statement = statement.where(Incident.state != RESOLVED)
     return list(session.exec(statement.order_by(col(Incident.id).desc()).limit(limit)))
+
+
+def count_by_state(session: Session) -> dict[str, int]:
+    """How many incidents are in each state (states with none are absent)."""
+    statement = select(Incident.state, func.count()).group_by(col(Incident.state))
+    return {state: int(count) for state, count in session.exec(statement)}
 
 
 def list_resolved(

@@ -213,3 +213,19 @@ class ReceivedAlert(SQLModel, table=True):
     received_at: datetime = _at()
     incident_id: int | None = Field(default=None, foreign_key="incidents.id", index=True)
     runbook: str | None = None
+
+
+class ChatMessage(SQLModel, table=True):
+    """Where an incident's live message was posted in chat (Slack channel id + message ts), so a
+    restarted bot keeps updating the same message. One row per (channel, ts)."""
+
+    __tablename__ = "chat_messages"
+    __table_args__ = (UniqueConstraint("channel", "ts", name="uq_chat_messages_channel_ts"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    incident_id: int = Field(foreign_key="incidents.id", index=True)
+    run_id: str | None = Field(default=None, index=True)
+    channel: str
+    ts: str
+    kind: str = "triage"
+    posted_at: datetime = _at()

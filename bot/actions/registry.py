@@ -6,6 +6,7 @@ talk to Slack or the terminal themselves (presentation renders their results).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -14,6 +15,7 @@ from typing import Any
 from bot.actions.policy import Risk
 from bot.clock import Clock
 from bot.errors import UserInputError
+from integrations.alertmanager import Matcher, Silences
 from integrations.cluster import Cluster, Outcome
 from integrations.names import check_node_name
 from integrations.tickets import Ticket, Tickets
@@ -28,6 +30,7 @@ class ActionContext:
     incident: str
     idempotency_key: str
     verdict: Mapping[str, Any] = field(default_factory=dict)
+    silences: Silences | None = None
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,54 @@ def _open_ticket(ctx: ActionContext, target: str, params: Mapping[str, Any]) -> 
     )
 
 
+def _silence(ctx: ActionContext, target: str, params: Mapping[str, Any]) -> ActionResult:
+    """Silence every alert about the node (one silence per node label), or only `alertname`."""
+    node = check_node_name(target)
+    if ctx.silences is None:
+        return ActionResult("skipped", f"no Alertmanager configured: {node} was not silenced")
+    duration = _duration(params.get("duration", "2h"))
+    labels = params.get("labels") or ctx.silences.node_labels
+    labels = [labels] if isinstance(labels, str) else list(labels)
+    extra = [Matcher("alertname", str(params["alertname"]))] if params.get("alertname") else []
+    ids, outcomes, shown = [], [], []
+    for label in labels:
+        matchers = [Matcher(str(label), node), *extra]
+        silence_id, outcome = ctx.silences.create(
+            matchers=matchers,
+            duration=duration,
+            created_by="gpu-oncall",
+            comment=f"{ctx.incident}: {node} is being remediated (run {ctx.run_id[:8]})",
+        )
+        ids.append(silence_id)
+        outcomes.append(outcome)
+        shown.append(",".join(f'{m.name}="{m.value}"' for m in matchers))
+    changed = any(o is Outcome.CHANGED for o in outcomes)
+    outcome = Outcome.CHANGED if changed else Outcome.ALREADY_DONE
+    what = "silenced" if changed else "already silenced"
+    data = {"silence_ids": ids, "matchers": shown, "duration_seconds": duration.total_seconds()}
+    return ActionResult(outcome.value, f"{node}: alerts {what} for {_show(duration)}", data)
+
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|d)$")
+
+
+def _duration(value: Any) -> timedelta:
+    if isinstance(value, int | float):
+        return timedelta(seconds=float(value))
+    match = _DURATION.match(str(value).strip())
+    if match is None:
+        raise UserInputError(f"silence: invalid duration '{value}' (use e.g. 30m, 2h, 1d)")
+    return timedelta(seconds=float(match[1]) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[match[2]])
+
+
+def _show(duration: timedelta) -> str:
+    seconds = int(duration.total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds % size == 0 and seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
 def _needs_node_agent(name: str) -> ActionFn:
     def run(ctx: ActionContext, target: str, params: Mapping[str, Any]) -> ActionResult:
         check_node_name(target)
@@ -150,8 +201,12 @@ def render_ticket(*, queue: str, target: str, incident: str, verdict: Mapping[st
 
 def default_registry() -> ActionRegistry:
     """The built-in actions. Risk levels drive the approval policy."""
+    # Imported here: the workload actions build on this module's ActionSpec and render_ticket.
+    from bot.actions.workloads import WORKLOAD_ACTIONS
+
     return ActionRegistry(
         [
+            *WORKLOAD_ACTIONS,
             ActionSpec(
                 "cordon", Risk.MEDIUM, "Mark the node unschedulable", "node", False, _cordon
             ),
@@ -173,6 +228,14 @@ def default_registry() -> ActionRegistry:
                 "node",
                 False,
                 _open_ticket,
+            ),
+            ActionSpec(
+                "silence",
+                Risk.LOW,
+                "Silence the node's alerts in Alertmanager while it is remediated",
+                "node",
+                False,
+                _silence,
             ),
             ActionSpec(
                 "gpu_reset",

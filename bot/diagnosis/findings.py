@@ -21,7 +21,8 @@ class CheckStatus(StrEnum):
 
 @dataclass(frozen=True)
 class Culprit:
-    """Where the fault is: node, and when known the GPU index, HCA port, pod or workload."""
+    """Where the fault is: node, and when known the GPU index, HCA port, pod or workload; or a
+    shared domain (a rack, a leaf switch, a driver version) when many nodes fail together."""
 
     node: str | None = None
     gpu: str | None = None
@@ -29,13 +30,18 @@ class Culprit:
     pod: str | None = None
     workload: str | None = None
     uuid: str | None = None
+    domain: str | None = None
+    """The shared cause's value, e.g. `rack-03`; `domain_label` names what it is."""
+    domain_label: str | None = None
 
     @property
     def name(self) -> str:
-        """The culprit as reported in a verdict: the node, else the workload."""
-        return self.node or self.workload or self.pod or ""
+        """The culprit as reported in a verdict: the node, else the workload, else the domain."""
+        return self.node or self.workload or self.pod or self.domain or ""
 
     def describe(self) -> str:
+        if self.domain and not self.node:
+            return f"{self.domain} ({self.domain_label})" if self.domain_label else self.domain
         parts = [self.node or self.workload or self.pod or "?"]
         if self.gpu not in (None, ""):
             parts.append(f"GPU {self.gpu}")
@@ -85,9 +91,12 @@ class Finding:
     summary: str
     culprit: Culprit
     evidence: tuple[Evidence, ...] = ()
+    affected: tuple[str, ...] = ()
+    """Every node showing the symptom when the check looked across many (the culprit is the
+    first); cross-node correlation reads it to find a shared rack, switch or driver."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "check_id": self.check_id,
             "layer": self.layer.value,
             "severity": self.severity.value,
@@ -95,6 +104,7 @@ class Finding:
             "culprit": self.culprit.to_dict(),
             "evidence": [e.to_dict() for e in self.evidence],
         }
+        return data | ({"affected": list(self.affected)} if self.affected else {})
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Finding:
@@ -105,6 +115,7 @@ class Finding:
             summary=data["summary"],
             culprit=Culprit.from_dict(data.get("culprit", {})),
             evidence=tuple(Evidence.from_dict(e) for e in data.get("evidence", [])),
+            affected=tuple(data.get("affected", [])),
         )
 
 

@@ -37,6 +37,7 @@ class Verdict:
             "layer": self.layer.value,
             "confidence": round(self.confidence, 3),
             "culprits": list(self.culprits),
+            "culprit_nodes": list(dict.fromkeys(c.node for c in self.culprit_details if c.node)),
             "culprit_details": [c.to_dict() for c in self.culprit_details],
             "findings": [f.to_dict() for f in self.findings],
             "ranked": [[layer.value, round(score, 3)] for layer, score in self.ranked],
@@ -79,7 +80,7 @@ def localize(outcomes: Sequence[CheckOutcome]) -> Verdict:
         (f for f in findings if f.layer is top),
         key=lambda f: -SEVERITY_WEIGHT[f.severity],
     )
-    details = _unique_culprits(top_findings)
+    details = _unique_culprits(_culprit_findings(top_findings))
     culprits = tuple(dict.fromkeys(c.name for c in details if c.name))
     confidence = _confidence(scores, top, outcomes)
     others = [f for f in findings if f.layer is not top]
@@ -97,6 +98,13 @@ def localize(outcomes: Sequence[CheckOutcome]) -> Verdict:
     )
 
 
+def _culprit_findings(findings: Sequence[Finding]) -> list[Finding]:
+    """The findings that name the culprits: info findings are context (the symptom that
+    triggered the run, "MFU is low"), so they name culprits only when nothing stronger does."""
+    causes = [f for f in findings if f.severity is not Severity.INFO]
+    return causes or list(findings)
+
+
 def _is_strong(layer: Layer, score: float, findings: Sequence[Finding]) -> bool:
     critical = any(f.layer is layer and f.severity is Severity.CRITICAL for f in findings)
     return critical or score >= STRONG_EVIDENCE
@@ -110,10 +118,11 @@ def _ruled_out(outcomes: Sequence[CheckOutcome], scores: dict[Layer, float]) -> 
 def _unique_culprits(findings: Sequence[Finding]) -> tuple[Culprit, ...]:
     seen: dict[tuple[str | None, ...], Culprit] = {}
     for finding in findings:
-        c = finding.culprit
-        key = (c.node, c.gpu, c.hca, c.pod, c.workload)
-        if c.name and key not in seen:
-            seen[key] = c
+        others = (Culprit(node=n) for n in finding.affected if n != finding.culprit.node)
+        for c in (finding.culprit, *others):
+            key = (c.node, c.gpu, c.hca, c.pod, c.workload, c.domain)
+            if c.name and key not in seen:
+                seen[key] = c
     # A culprit that only names a node is subsumed by a more precise one on the same node.
     precise = {c.node for c in seen.values() if c.gpu or c.hca or c.pod}
     return tuple(c for c in seen.values() if c.gpu or c.hca or c.pod or c.node not in precise)

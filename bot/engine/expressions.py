@@ -31,9 +31,12 @@ class Expression:
     variables: frozenset[str]
 
     def evaluate(self, context: Mapping[str, Any]) -> Any:
-        """Evaluate against `context`. Raises ExpressionError with the reason on failure."""
+        """Evaluate against `context`. Raises ExpressionError with the reason on failure.
+
+        Only the names the expression reads are handed to CEL: converting a whole run's step
+        outputs for every check would cost more than evaluating it."""
         try:
-            return self.program.execute(dict(context))
+            return self.program.execute({k: context[k] for k in self.variables if k in context})
         except (KeyError, TypeError, ValueError, RuntimeError) as exc:
             raise ExpressionError(f"'{self.source}': {_short(exc)}") from exc
 

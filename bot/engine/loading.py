@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from bot.diagnosis.layers import Layer
 from bot.engine.expressions import Expression, ExpressionError, compile_expression
-from bot.engine.schema import Runbook, Step, StepKind
+from bot.engine.schema import CorrelateSpec, Runbook, Step, StepKind
 from bot.engine.templates import MessageTemplate, TemplateRenderError, compile_template
 from bot.errors import RunbookError
 
@@ -196,6 +196,8 @@ class _Linker:
             self._link_check(step, step.check)
         elif kind is StepKind.PROPOSE and step.propose is not None:
             self._link_propose(step)
+        elif kind is StepKind.LOCALIZE and step.localize and step.localize.correlate:
+            self._link_correlate(step, step.localize.correlate)
         elif kind is StepKind.VERIFY and step.verify is not None:
             self._signal(step, "verify.signal", step.verify.signal)
             try:
@@ -214,13 +216,24 @@ class _Linker:
         if step.finding is not None:
             self._tmpl(step, "finding", step.finding)
         for key, value in step.culprit.items():
-            if key not in {"node", "gpu", "hca", "pod", "workload", "uuid"}:
+            if key not in {"node", "nodes", "gpu", "hca", "pod", "workload", "uuid"}:
                 raise self.error(
-                    f"unknown culprit field '{key}' (node, gpu, hca, pod, workload, uuid)",
+                    f"unknown culprit field '{key}' (node, nodes, gpu, hca, pod, workload, uuid)",
                     step,
                     f"culprit.{key}",
                 )
             self._tmpl(step, f"culprit.{key}", value)
+
+    def _link_correlate(self, step: Step, spec: CorrelateSpec) -> None:
+        field = "localize.correlate"
+        self._reference_check(step, f"{field}.sources", frozenset(spec.sources))
+        layers = {layer.value for layer in Layer} - {Layer.NONE.value}
+        for layer in spec.domains:
+            if layer not in layers:
+                valid = ", ".join(sorted(layers))
+                raise self.error(
+                    f"unknown layer '{layer}' (layers: {valid})", step, f"{field}.domains.{layer}"
+                )
 
     def _link_propose(self, step: Step) -> None:
         for index, proposal in enumerate(step.propose or []):
@@ -236,6 +249,8 @@ class _Linker:
                 self._expr(step, f"{where}.when", proposal.when)
             if proposal.target is not None:
                 self._tmpl(step, f"{where}.target", proposal.target)
+            if proposal.targets is not None:
+                self._tmpl(step, f"{where}.targets", proposal.targets)
             for key, value in proposal.params.items():
                 if isinstance(value, str):
                     self._tmpl(step, f"{where}.params.{key}", value)

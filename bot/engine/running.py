@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +19,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command
 from sqlalchemy.engine import Engine
 
-from bot.actions.policy import Risk, check_approver
+from bot.actions.policy import Risk, check_approver, check_blast_radius
 from bot.engine.catalog import RunbookCatalog
 from bot.engine.compiling import build_graph
 from bot.engine.loading import LoadedRunbook
@@ -132,8 +132,13 @@ class RunEngine:
         actor: str,
         reason: str = "",
         on_step: StepCallback | None = None,
+        groups: Collection[str] = (),
     ) -> RunOutcome:
-        """Approve or reject the run's pending approval and drive the run to its end."""
+        """Approve or reject the run's pending approval and drive the run to its end.
+
+        `groups` are the approver groups `actor` belongs to (e.g. Slack user groups), resolved
+        by the caller. An approval must pass the approver policy and the blast-radius limits.
+        """
         if decision not in ("approve", "reject"):
             raise UserInputError(f"decision must be approve or reject, not '{decision}'")
         now = self.deps.clock.now()
@@ -149,7 +154,15 @@ class RunEngine:
             if decision == "approve" and now < pending.expires_at:
                 risks = [Risk(p["risk"]) for p in pending.payload.get("proposals", [])]
                 requester = str(pending.payload.get("requester", ""))
-                check_approver(self.deps.policy, actor=actor, requester=requester, risks=risks)
+                check_approver(
+                    self.deps.policy,
+                    actor=actor,
+                    requester=requester,
+                    risks=risks,
+                    groups=groups,
+                    runbook=run.runbook,
+                )
+                self._check_limits(pending.payload.get("proposals", []))
             state = _decided_state(decision, expired=now >= pending.expires_at)
             try:
                 approval_store.decide_approval(
@@ -164,6 +177,13 @@ class RunEngine:
                 raise RunStateError(str(exc)) from exc
         answer = {"decision": decision, "actor": actor, "at": now.isoformat(), "reason": reason}
         return self._drive(loaded, run_id, incident_id, Command(resume=answer), on_step)
+
+    def _check_limits(self, proposals: Sequence[Mapping[str, Any]]) -> None:
+        """Blast-radius limits over the whole cluster; a dry run changes nothing, so it passes."""
+        if self.deps.policy.dry_run or not proposals:
+            return
+        nodes = self.deps.cluster.nodes()
+        check_blast_radius(self.deps.policy.limits, proposals=proposals, nodes=nodes)
 
     def expire_due(self) -> list[RunOutcome]:
         """Take the rejected branch for every approval past its expiry (a scheduler job)."""

@@ -68,6 +68,9 @@ class Proposal(_Strict):
     """CEL condition; the action is proposed only when it holds."""
     target: str | None = None
     """Template for the target; defaults to the runbook's target input."""
+    targets: str | None = None
+    """Template rendering several targets (comma- or space-separated): one proposal each, e.g.
+    `"{{ where.culprit_nodes | join(',') }}"` to cordon every culprit node. Overrides `target`."""
     params: dict[str, Any] = Field(default_factory=dict)
     reason: str = ""
 
@@ -75,12 +78,31 @@ class Proposal(_Strict):
 class VerifySpec(_Strict):
     signal: str
     expect: str
-    """CEL over the signal summary: value (= max), max, min, sum, any, count, missing."""
+    """CEL over the fresh signal summary (value (= max), max, min, median, sum, any, count, ...)
+    and the run's inputs and earlier step outputs."""
     within: str = "10m"
     interval: str = "1m"
     window: str | None = None
     when: str | None = None
     """CEL condition; verification runs only when it holds (e.g. an action succeeded)."""
+
+
+class CorrelateSpec(_Strict):
+    """Cross-node correlation (bot.diagnosis.correlating): many affected nodes that share a
+    domain become one culprit, the domain."""
+
+    sources: list[str] = Field(min_length=1)
+    """Steps whose per-node labels are compared: a cluster `node` read (its items' `labels`) or
+    a signal with `keep_labels` (its `node_labels`)."""
+    domains: dict[str, list[str]]
+    """Layer -> labels naming a domain nodes may share, tried in order, e.g.
+    `facility: [gpu-oncall.io/rack]`, `node_software: [DCGM_FI_DRIVER_VERSION]`."""
+    min_nodes: int = Field(default=3, ge=2)
+    min_share: float = Field(default=0.5, gt=0.0, le=1.0)
+
+
+class LocalizeSpec(_Strict):
+    correlate: CorrelateSpec | None = None
 
 
 class ApproveSpec(_Strict):
@@ -97,7 +119,7 @@ class Step(_Strict):
     signal: str | None = None
     cluster: ClusterRead | None = None
     check: str | None = None
-    localize: dict[str, Any] | None = None
+    localize: LocalizeSpec | None = None
     propose: list[Proposal] | None = None
     approve: ApproveSpec | None = None
     act: dict[str, Any] | None = None

@@ -12,6 +12,7 @@ from bot.actions.policy import Policy
 from bot.actions.registry import ActionRegistry
 from bot.clock import Clock
 from bot.diagnosis.logs import LogCatalog
+from integrations.alertmanager import Silences
 from integrations.cluster import Cluster
 from integrations.signals import SignalCatalog
 from integrations.telemetry import Telemetry
@@ -45,6 +46,8 @@ class Deps:
     ledger: ActionLedger
     policy: Policy
     tickets: Tickets
+    silences: Silences | None = None
+    """Alertmanager silences for the `silence` action (None: the action is skipped)."""
 
 
 def step_context(state: RunState) -> dict[str, Any]:

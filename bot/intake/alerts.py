@@ -65,8 +65,17 @@ class AlertmanagerWebhook(BaseModel):
     alerts: list[Alert]
 
 
+class InvalidWebhookError(UserInputError):
+    """A webhook body that is not Alertmanager's version 4 JSON; `field` is the dotted path
+    of the first bad field (`alerts.0.startsAt`), or `body` when it is not JSON at all."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"invalid Alertmanager webhook: field '{field}': {problem}")
+        self.field, self.problem = field, problem
+
+
 def parse_webhook(body: bytes | str | dict[str, object]) -> AlertmanagerWebhook:
-    """Validate a webhook body. Raises UserInputError naming the first bad field."""
+    """Validate a webhook body. Raises InvalidWebhookError naming the first bad field."""
     try:
         if isinstance(body, dict):
             return AlertmanagerWebhook.model_validate(body)
@@ -74,6 +83,4 @@ def parse_webhook(body: bytes | str | dict[str, object]) -> AlertmanagerWebhook:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "body"
-        raise UserInputError(
-            f"invalid Alertmanager webhook: field '{where}': {first['msg']}"
-        ) from exc
+        raise InvalidWebhookError(where, first["msg"]) from exc

@@ -1,14 +1,14 @@
-"""Receive alerts: persist each one (dedup by the database's unique (fingerprint, status,
-startsAt)), then group into one incident per (runbook, target) and say which runs to start.
+"""Receive alerts: persist every alert of a webhook in one statement (the database's unique
+(fingerprint, status, startsAt) skips redeliveries), then group the new firing ones into
+incidents (grouping.py) and attach resolved ones to theirs, and say which runs to start.
 
 Nothing is acknowledged before it is stored; a redelivered webhook creates nothing new; an alert
-that matches no runbook is stored (visible with its reason), not dropped.
+that matches no runbook is stored (visible with its reason), not dropped. The caller commits.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from sqlmodel import Session
@@ -17,24 +17,14 @@ from bot.incidents import lifecycle
 from bot.incidents.states import IncidentState
 from bot.incidents.timeline import ALERTMANAGER, EventKind
 from bot.intake.alerts import Alert, AlertmanagerWebhook
+from bot.intake.grouping import Received, group_firing
 from bot.intake.routing import AlertRoute, Route, Unroutable, route_alert
+from bot.intake.storms import Firing, StormPolicy
 from storage import alerts as alert_store
 from storage import incidents as incident_store
+from storage.tables import Incident
 
-
-@dataclass(frozen=True)
-class Received:
-    """What happened to one alert of a webhook."""
-
-    fingerprint: str
-    status: str
-    duplicate: bool
-    incident_id: int | None = None
-    runbook: str | None = None
-    target: str | None = None
-    target_input: str | None = None
-    start_run: bool = False
-    unroutable: str | None = None
+__all__ = ["Received", "receive_alert", "receive_webhook", "resolve_alert"]
 
 
 def receive_webhook(
@@ -43,101 +33,95 @@ def receive_webhook(
     *,
     routes: Mapping[str, AlertRoute],
     at: datetime,
+    storms: StormPolicy | None = None,
 ) -> list[Received]:
-    return [receive_alert(session, alert, routes=routes, at=at) for alert in webhook.alerts]
+    """Store every alert of the webhook and group the new firing ones; one result per alert."""
+    return _receive(session, webhook.alerts, routes=routes, at=at, storms=storms)
 
 
 def receive_alert(
     session: Session, alert: Alert, *, routes: Mapping[str, AlertRoute], at: datetime
 ) -> Received:
-    row, is_new = alert_store.record_alert(
-        session,
+    """Store and handle one alert on its own (no storm grouping)."""
+    return _receive(session, [alert], routes=routes, at=at, storms=None)[0]
+
+
+def _receive(
+    session: Session,
+    alerts: Sequence[Alert],
+    *,
+    routes: Mapping[str, AlertRoute],
+    at: datetime,
+    storms: StormPolicy | None,
+) -> list[Received]:
+    stored = alert_store.record_alerts(session, [_new(a) for a in alerts], received_at=at)
+    results: dict[int, Received] = {}
+    firing: list[Firing] = []
+    resolved: list[Firing] = []
+    for index, (alert, row) in enumerate(zip(alerts, stored, strict=True)):
+        if not row.is_new:
+            results[index] = Received(
+                alert.identity, alert.status, duplicate=True, incident_id=row.incident_id
+            )
+            continue
+        route = route_alert(alert, routes)
+        if isinstance(route, Unroutable):
+            results[index] = Received(
+                alert.identity, alert.status, duplicate=False, unroutable=route.reason
+            )
+        else:
+            (firing if alert.status == "firing" else resolved).append(
+                Firing(index, alert, route, row.id)
+            )
+    # Firing first: a resolved alert must not close an incident another alert just joined.
+    results.update(group_firing(session, firing, routes=routes, at=at, storms=storms))
+    for item in resolved:
+        results[item.index] = resolve_alert(
+            session, item.alert, route=item.route, alert_id=item.alert_id, at=at
+        )
+    return [results[i] for i in range(len(alerts))]
+
+
+def _new(alert: Alert) -> alert_store.NewAlert:
+    return alert_store.NewAlert(
         fingerprint=alert.identity,
         status=alert.status,
         starts_at=alert.startsAt,
         ends_at=alert.ended_at,
         alertname=alert.alertname,
-        labels=dict(alert.labels),
-        annotations=dict(alert.annotations),
-        received_at=at,
+        labels=alert.labels,
+        annotations=alert.annotations,
     )
-    if not is_new:
-        return Received(alert.identity, alert.status, duplicate=True, incident_id=row.incident_id)
-    route = route_alert(alert, routes)
-    if isinstance(route, Unroutable):
-        return Received(alert.identity, alert.status, duplicate=False, unroutable=route.reason)
-    assert row.id is not None
-    if alert.status == "firing":
-        return _firing(session, alert, route, alert_id=row.id, at=at)
-    return _resolved(session, alert, route, alert_id=row.id, at=at)
 
 
-def _firing(
-    session: Session, alert: Alert, route: Route, *, alert_id: int, at: datetime
+def resolve_alert(
+    session: Session, alert: Alert, *, route: Route, alert_id: int, at: datetime
 ) -> Received:
-    title = alert.annotations.get("summary") or f"{alert.alertname} on {route.target}"
-    incident, opened = lifecycle.open_or_attach(
-        session,
-        runbook=route.runbook,
-        target=route.target,
-        target_kind=route.target_kind,
-        severity=alert.labels.get("severity", "warning"),
-        title=title,
-        fired_at=alert.startsAt,
-        detected_at=at,
-        actor=ALERTMANAGER,
+    """Attach a resolved alert to the incident its firing delivery went to, and resolve that
+    incident (stamping `resolved_at`) once none of its alerts is firing any more."""
+    incident = _incident_of(session, alert, route)
+    base = Received(
+        alert.identity, alert.status, duplicate=False, runbook=route.runbook, target=route.target
     )
-    assert incident.id is not None
-    alert_store.attach_alert(
-        session, alert_id=alert_id, incident_id=incident.id, runbook=route.runbook
-    )
-    if not opened:
-        lifecycle.record(
-            session,
-            incident_id=incident.id,
-            kind=EventKind.NOTE,
-            at=at,
-            actor=ALERTMANAGER,
-            summary=f"{alert.alertname} fired again for {route.target}; attached to {incident.ref}",
-        )
-    return Received(
-        alert.identity,
-        alert.status,
-        duplicate=False,
-        incident_id=incident.id,
-        runbook=route.runbook,
-        target=route.target,
-        target_input=route.target_input,
-        start_run=opened,
-    )
-
-
-def _resolved(
-    session: Session, alert: Alert, route: Route, *, alert_id: int, at: datetime
-) -> Received:
-    key = incident_store.group_key(runbook=route.runbook, target=route.target)
-    incident = incident_store.find_open_incident(session, key)
     if incident is None or incident.id is None:
-        return Received(
-            alert.identity,
-            alert.status,
-            duplicate=False,
-            runbook=route.runbook,
-            target=route.target,
-        )
-    alert_store.attach_alert(
-        session, alert_id=alert_id, incident_id=incident.id, runbook=route.runbook
+        return base
+    alert_store.attach_alerts(
+        session, alert_ids=[alert_id], incident_id=incident.id, runbook=incident.runbook
     )
-    ended = alert.ended_at or at
+    # When Prometheus saw it end; never after we heard of it (its clock may run ahead of ours).
+    ended = min(alert.ended_at or at, at)
     lifecycle.record(
         session,
         incident_id=incident.id,
         kind=EventKind.ALERT_RESOLVED,
-        at=max(ended, at),
+        at=ended,
         actor=ALERTMANAGER,
         summary=f"{alert.alertname} resolved for {route.target}",
     )
-    if not alert_store.has_firing_alerts(session, incident.id):
+    resolved = False
+    if incident.state != IncidentState.RESOLVED and not alert_store.has_firing_alerts(
+        session, incident.id
+    ):
         lifecycle.transition(
             session,
             incident,
@@ -146,11 +130,23 @@ def _resolved(
             actor=ALERTMANAGER,
             reason="alert resolved",
         )
+        resolved = True
     return Received(
         alert.identity,
         alert.status,
         duplicate=False,
         incident_id=incident.id,
-        runbook=route.runbook,
-        target=route.target,
+        runbook=incident.runbook,
+        target=incident.target,
+        resolved_incident=resolved,
     )
+
+
+def _incident_of(session: Session, alert: Alert, route: Route) -> Incident | None:
+    """The incident the alert's firing delivery joined (a storm parent, too), else the open
+    incident of its (runbook, target)."""
+    incident_id = alert_store.incident_of_fingerprint(session, alert.identity)
+    if incident_id is not None:
+        return incident_store.get_incident(session, incident_id)
+    key = incident_store.group_key(runbook=route.runbook, target=route.target)
+    return incident_store.find_open_incident(session, key)

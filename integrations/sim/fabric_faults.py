@@ -1,16 +1,22 @@
 """InfiniBand fault kinds: symbol errors (bad cable/optic), link flaps, a port down.
 
 They change node_exporter's infiniband series for one HCA port. A cable does not heal when the
-node is drained, so these outlast a drain; only a repair ends them.
+node is drained, so these outlast a drain; only a repair ends them. On a node that runs a
+training job they are also the job's problem (the masquerade): its all-reduce ring runs at the
+sick link's pace, or stops, and the ranks on the node and its ring peers log NCCL IB errors.
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 from integrations.sim.fault_base import (
     ActiveFault,
     FaultKind,
     Impact,
+    JobEffect,
     LogLine,
+    WorkloadEffect,
     hca_impacts,
     occurrences,
     per_second,
@@ -25,6 +31,22 @@ def _netdev(fault: ActiveFault) -> str:
     """The IPoIB interface name of the HCA, e.g. `ibp26s0` for PCI bus 0x1a."""
     assert fault.hca is not None
     return f"ibp{int(fault.hca.pci[5:7], 16)}s0"
+
+
+def job_effect(
+    fault: ActiveFault, *, network: float, warn: Literal["ib_completion", "port_event"]
+) -> list[WorkloadEffect]:
+    """The rank on the node gets `network` x its bandwidth (0: its collectives never finish)."""
+    assert fault.hca is not None
+    return [
+        JobEffect(
+            fault.window,
+            node=fault.node_name,
+            network=network,
+            nccl_warn=warn,
+            hca=fault.hca.device,
+        )
+    ]
 
 
 def _link_line(fault: ActiveFault, t: float, *, state: str) -> LogLine:
@@ -47,8 +69,12 @@ class IbSymbolErrors(FaultKind):
             {
                 "node_infiniband_symbol_error_total": Ramp(w, per_second(60.0, fault)),
                 "node_infiniband_link_error_recovery_total": Ramp(w, per_second(0.5, fault)),
+                "node_infiniband_port_errors_received_total": Ramp(w, per_second(20.0, fault)),
             },
         )
+
+    def workload_effects(self, fault: ActiveFault) -> list[WorkloadEffect]:
+        return job_effect(fault, network=1.0 - 0.4 * fault.intensity, warn="ib_completion")
 
 
 class IbLinkFlap(FaultKind):
@@ -84,6 +110,9 @@ class IbLinkFlap(FaultKind):
                 lines.append(_link_line(fault, t + self.down_s, state="up"))
         return lines
 
+    def workload_effects(self, fault: ActiveFault) -> list[WorkloadEffect]:
+        return job_effect(fault, network=1.0 - 0.65 * fault.intensity, warn="port_event")
+
 
 class IbPortDown(FaultKind):
     """The port went down and stays down (state DOWN, physical state Polling)."""
@@ -108,6 +137,9 @@ class IbPortDown(FaultKind):
         if until < fault.window.start:
             return []
         return [_link_line(fault, fault.window.start, state="down")]
+
+    def workload_effects(self, fault: ActiveFault) -> list[WorkloadEffect]:
+        return job_effect(fault, network=0.0, warn="ib_completion")
 
 
 FABRIC_FAULTS: tuple[FaultKind, ...] = (IbSymbolErrors(), IbLinkFlap(), IbPortDown())

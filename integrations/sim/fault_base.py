@@ -1,9 +1,10 @@
 """What a fault kind is: its target, and how it changes series, logs, events and pods.
 
 A kind is one small class with a few optional hooks (`impacts`, `kernel_log`, `pod_log`,
-`events`, `apply_to_pods`, `driver_version`); the fleet calls them and owns all state. Kind
-modules (gpu_faults, fabric_faults, node_faults, workload_faults) build on this; `faults.py`
-is the registry.
+`events`, `apply_to_pods`, `driver_version`, `workload_effects`); the fleet calls them and owns
+all state. `impacts` change exporter series directly; `workload_effects` change how a training
+job or an inference service runs (training.py, serving.py), which is how a node fault surfaces
+as a job symptom. Kind modules build on this; `faults.py` is the registry.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from integrations.sim.metrics import EntityKey, Family, gpu_entity, hca_entity
+from integrations.sim.metric_base import EntityKey, Family, gpu_entity, hca_entity
 from integrations.sim.pods import SimPod
 from integrations.sim.topology import GpuSpec, HcaSpec, NodeSpec
 from integrations.sim.tracks import Effect, FaultWindow
@@ -70,6 +71,64 @@ class Impact:
 
 
 @dataclass(frozen=True)
+class JobEffect:
+    """How a fault changes a training job: the ranks on `node`, or every rank of `workload`.
+
+    Factors multiply, so faults compose: two slow nodes, a slow node and a slow network.
+    """
+
+    window: FaultWindow
+    node: str | None = None
+    """The ranks on this node; None = every rank of `workload`."""
+    workload: str | None = None
+    """The job; None = whichever training job runs on `node`."""
+    compute: float = 1.0
+    """x time the rank spends computing a step (throttled clocks, a straggler)."""
+    network: float = 1.0
+    """x the rank's inter-node bandwidth; 0 = its collectives never complete (a hang)."""
+    data_wait: float = 0.0
+    """Fraction of every step spent waiting for input (data-loader starvation, all ranks)."""
+    hang: Literal["", "collective", "init"] = ""
+    """`collective`: collectives stop completing; `init`: the first one never completes."""
+    checkpoint_s: float = 0.0
+    """Each periodic checkpoint save takes this long and stalls every rank."""
+    behind: int = 0
+    """NCCL works this rank's last-completed lags the others (a straggler)."""
+    transport: Literal["IB", "Socket"] = "IB"
+    """What NCCL selected for the rank's inter-node traffic."""
+    nccl_warn: Literal["", "ib_completion", "port_event"] = ""
+    """NCCL WARN lines the rank and its ring peers log (IB completion errors, port events)."""
+    hca: str = ""
+    """The HCA the fault is on (`mlx5_3`), for the NCCL lines that name it."""
+
+
+@dataclass(frozen=True)
+class ServiceEffect:
+    """How a fault changes an inference service: its replica on `node`, or all of `workload`.
+
+    Factors multiply and additive terms add, so faults compose.
+    """
+
+    window: FaultWindow
+    node: str | None = None
+    workload: str | None = None
+    load: float = 1.0
+    """x request rate served."""
+    compute: float = 1.0
+    """x prefill/decode latency (throttled clocks)."""
+    kv_usage: float = 0.0
+    """KV-cache usage floor (0 = unchanged)."""
+    waiting: float = 0.0
+    """+ requests queued."""
+    queue_s: float = 0.0
+    """+ p99 queue time, seconds."""
+    preemptions_per_s: float = 0.0
+
+
+WorkloadEffect = JobEffect | ServiceEffect
+
+
+@dataclass(frozen=True)
 class LogLine:
     """A log line at fleet time `t` (seconds since t0)."""
 
@@ -106,6 +165,8 @@ class FaultKind:
     """The kubelet is gone: the node's log cannot be read while the fault is active."""
     pins_node: ClassVar[bool] = False
     """A workload fault that strikes one node: without `node`, the workload's first node."""
+    workload_kind: ClassVar[Literal["training", "inference"] | None] = None
+    """The kind of workload a workload-target fault needs (None: any)."""
 
     def impacts(self, fault: ActiveFault) -> list[Impact]:
         """How the fault changes exporter series (effects share `fault.window`)."""
@@ -130,6 +191,11 @@ class FaultKind:
     def driver_version(self, fault: ActiveFault) -> str | None:
         """The driver version the node reports instead of the fleet's, if this kind sets one."""
         return None
+
+    def workload_effects(self, fault: ActiveFault) -> list[WorkloadEffect]:
+        """How it changes the training jobs / inference services it touches (they share
+        `fault.window`). A node fault names its node; the fleet finds the job running there."""
+        return []
 
 
 # --- helpers shared by the kind modules -------------------------------------------------------

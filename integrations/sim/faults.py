@@ -1,8 +1,9 @@
 """The fault kinds a scenario may place on the simulated fleet (DESIGN.md §10), by name.
 
 Each kind is one small class (see `fault_base.FaultKind`) in a module per layer: gpu_faults,
-fabric_faults, node_faults, workload_faults. Adding a kind means writing its class and listing
-it there; scenario validation and the fleet pick it up from `FAULT_KINDS`.
+fabric_faults, node_faults, workload_faults, training_faults, serving_faults. Adding a kind
+means writing its class and listing it there; scenario validation and the fleet pick it up
+from `FAULT_KINDS`. Every DESIGN.md §10 kind is simulated.
 """
 
 from __future__ import annotations
@@ -11,21 +12,24 @@ from integrations.sim.fabric_faults import FABRIC_FAULTS
 from integrations.sim.fault_base import ActiveFault, FaultEvent, FaultKind, Impact, LogLine
 from integrations.sim.gpu_faults import GPU_FAULTS
 from integrations.sim.node_faults import NODE_FAULTS
+from integrations.sim.serving_faults import SERVING_FAULTS
+from integrations.sim.training_faults import TRAINING_FAULTS
 from integrations.sim.workload_faults import WORKLOAD_FAULTS
 
 FAULT_KINDS: dict[str, FaultKind] = {
-    kind.name: kind for kind in (*GPU_FAULTS, *FABRIC_FAULTS, *NODE_FAULTS, *WORKLOAD_FAULTS)
+    kind.name: kind
+    for kind in (
+        *GPU_FAULTS,
+        *FABRIC_FAULTS,
+        *NODE_FAULTS,
+        *WORKLOAD_FAULTS,
+        *TRAINING_FAULTS,
+        *SERVING_FAULTS,
+    )
 }
 
-#: DESIGN.md §10 kinds not simulated yet (they need job / vLLM metrics and NCCL pod logs).
-PLANNED_KINDS = (
-    "nccl_tcp_fallback",
-    "straggler_rank",
-    "dataloader_starvation",
-    "checkpoint_io_stall",
-    "kv_cache_exhaustion",
-    "traffic_spike",
-)
+#: DESIGN.md §10 kinds not simulated yet: none left.
+PLANNED_KINDS: tuple[str, ...] = ()
 
 __all__ = [
     "FAULT_KINDS",

@@ -20,14 +20,17 @@ from integrations.errors import NodeNotFound, PodNotFound, ScenarioError
 from integrations.names import check_node_name
 from integrations.sim.fault_base import ActiveFault, Impact
 from integrations.sim.faults import FAULT_KINDS
+from integrations.sim.job_logs import workload_lines
 from integrations.sim.logs import boot_lines, pod_lines, render_kernel_line
 from integrations.sim.metrics import EntityKey, MetricDef
+from integrations.sim.placing import active_faults, fault_targets
 from integrations.sim.pods import SimPod, exporter_pod, worker_pod
 from integrations.sim.scenarios import FaultSpec, Scenario, parse_scenario
 from integrations.sim.series import Series, SeriesSource
 from integrations.sim.states import NodeState
 from integrations.sim.topology import NodeSpec, build_node
-from integrations.sim.tracks import FaultWindow, Track
+from integrations.sim.tracks import Track
+from integrations.sim.workloads import Workloads
 
 __all__ = ["Fleet", "Series"]
 STATE_VERSION = 1
@@ -54,6 +57,7 @@ class Fleet:
                 gpus=spec.gpus_per_node,
                 hcas=spec.hcas_per_node,
                 nodes_per_rack=spec.nodes_per_rack,
+                nodes_per_leaf=spec.nodes_per_leaf,
                 busy=name in busy,
             )
             for i, name in enumerate(spec.node_names)
@@ -68,6 +72,7 @@ class Fleet:
         self._impacts: dict[str, list[Impact]] = {}
         self._journal: list[dict[str, Any]] = []
         self._lock = threading.RLock()
+        self.running = Workloads(self.workloads, self.pods)
         self.exporters = SeriesSource(
             nodes=self.nodes,
             spec=spec,
@@ -75,6 +80,8 @@ class Fleet:
             impacts=self._impacts,
             state=self.state,
             driver_version=self.driver_version,
+            workloads=self.running,
+            pods=self.pods,
         )
         self._build_pods()
         for fault in scenario.faults:
@@ -119,9 +126,13 @@ class Fleet:
         return spec
 
     def workload_nodes(self, name: str) -> list[str]:
-        """Nodes of a workload (empty for an unknown workload)."""
+        """Nodes of a workload as the scenario lays it out (empty for an unknown workload)."""
         workload = self.workloads.get(name)
         return workload.node_names if workload else []
+
+    def running_nodes(self, name: str) -> list[str]:
+        """Nodes the workload's pods are placed on now (pending ranks have none)."""
+        return self.running.running_nodes(name)
 
     def pod(self, name: str, namespace: str) -> SimPod:
         pod = self.pods.get((namespace, name))
@@ -149,9 +160,12 @@ class Fleet:
         """The metric (type, help) if an exporter of this fleet exposes it, else None."""
         return self.exporters.metric(name)
 
-    def tracks(self, metric: str, nodes: Iterable[str] | None = None) -> Iterator[Track]:
-        """The metric's tracks on `nodes` (all nodes when None); unknown nodes have none."""
-        return self.exporters.tracks(metric, nodes)
+    def tracks(
+        self, metric: str, nodes: Iterable[str] | None = None, *, workload: str | None = None
+    ) -> Iterator[Track]:
+        """The metric's tracks on `nodes` (all nodes when None); unknown nodes have none.
+        `workload` narrows pod series to that workload's pods."""
+        return self.exporters.tracks(metric, nodes, workload=workload)
 
     def series(self, metric: str, at: datetime) -> list[Series]:
         """Exactly what the exporters would expose for `metric` at `at` (absent series omitted)."""
@@ -180,7 +194,11 @@ class Fleet:
 
     def pod_log(self, pod: SimPod, at: datetime) -> list[str]:
         t = self.offset(at)
-        lines = pod_lines(pod, until=t, wall=self.wall)
+        lines = workload_lines(
+            pod, self.running, until=t, wall=self.wall, node_index=self._node_index
+        )
+        if lines is None:
+            lines = pod_lines(pod, until=t, wall=self.wall)
         for fault in self.faults:
             if _hits_pod(fault, pod):
                 lines.extend(FAULT_KINDS[fault.kind].pod_log(fault, pod, until=t))
@@ -322,6 +340,7 @@ class Fleet:
 
     def _evict(self, pod: SimPod, *, node: str, t: float, grace: timedelta) -> None:
         pod.node, pod.phase, pod.stopped_at = None, "Pending", t
+        self.running.placement_changed()
         message = f"Evicted by drain of {node} (grace period {grace.total_seconds():.0f}s)"
         self._event(
             node, t, kind="Pod", name=pod.name, reason="Evicted", message=message, type="Warning"
@@ -351,35 +370,23 @@ class Fleet:
             self.pods[(pod.namespace, pod.name)] = pod
 
     def _place(self, spec: FaultSpec, *, origin: float) -> ActiveFault:
-        """Turn a validated FaultSpec into an ActiveFault starting at `origin + start`."""
-        kind = FAULT_KINDS[spec.kind]
+        """Turn a validated FaultSpec into ActiveFaults starting at `origin + start` (one per
+        target node for group targets); returns the first."""
         workload_nodes = self.workload_nodes(spec.workload) if spec.workload else []
-        if spec.missing is not None and spec.missing > len(workload_nodes):
-            raise ScenarioError(
-                f"fault '{spec.kind}': missing={spec.missing} exceeds the "
-                f"{len(workload_nodes)} pods of workload '{spec.workload}'"
-            )
-        node_name = spec.node
-        if node_name is None and kind.pins_node and workload_nodes:
-            node_name = workload_nodes[0]
-        node = self.nodes[node_name] if node_name else None
-        fault = ActiveFault(
-            kind=spec.kind,
-            window=FaultWindow(origin + spec.start.total_seconds()),
-            intensity=spec.intensity,
-            node=node,
-            gpu=node.gpus[spec.gpu] if node and spec.gpu is not None else None,
-            hca=node.hcas[spec.hca] if node and spec.hca is not None else None,
-            workload=spec.workload,
-            code=spec.code,
-            version=spec.version,
-            missing=spec.missing,
-            pid=self._pid_on(node_name),
+        targets = fault_targets(
+            spec, fleet=self.scenario.fleet, nodes=self.nodes, workload_nodes=workload_nodes
+        )
+        placed = active_faults(
+            spec,
+            origin=origin,
+            targets=targets,
+            pid_on=self._pid_on,
             fleet_size=len(self.nodes),
             workload_size=len(workload_nodes),
         )
-        self._register(fault)
-        return fault
+        for fault in placed:
+            self._register(fault)
+        return placed[0]
 
     def _register(self, fault: ActiveFault) -> None:
         kind = FAULT_KINDS[fault.kind]
@@ -393,6 +400,8 @@ class Fleet:
             or (fault.node_name and p.node == fault.node_name)
         ]
         kind.apply_to_pods(fault, touched)
+        self.running.add(kind.workload_effects(fault))
+        self.running.placement_changed()
         for e in kind.events(fault):
             self._event(
                 e.node,
@@ -414,6 +423,10 @@ class Fleet:
 
     def _faults_on(self, node: str) -> list[ActiveFault]:
         return [f for f in self.faults if f.node_name == node]
+
+    def _node_index(self, node: str) -> int:
+        spec = self.nodes.get(node)
+        return spec.index if spec else 0
 
 
 def _hits_pod(fault: ActiveFault, pod: SimPod) -> bool:

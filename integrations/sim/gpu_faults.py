@@ -3,6 +3,8 @@ facility faults seen through GPU sensors (thermal throttle, power cap).
 
 Each class changes the dcgm-exporter series a real GPU would show, writes the verbatim driver
 lines, and, for XIDs the device plugin treats as critical, lowers allocatable nvidia.com/gpu.
+A throttled node slows the training job / inference replica on it (straggler symptoms with the
+clock-event bits set); a DBE storm or a lost GPU kills the rank, so the job's collectives hang.
 """
 
 from __future__ import annotations
@@ -11,7 +13,10 @@ from integrations.sim.fault_base import (
     ActiveFault,
     FaultKind,
     Impact,
+    JobEffect,
     LogLine,
+    ServiceEffect,
+    WorkloadEffect,
     gpu_impacts,
     node_impact,
     occurrences,
@@ -40,6 +45,22 @@ def unhealthy_gpu(fault: ActiveFault) -> Impact:
 def xid_gauge(fault: ActiveFault, code: int) -> dict[str, Effect]:
     """`DCGM_FI_DEV_XID_ERRORS` holds the last XID code (kept after the fault, as DCGM does)."""
     return {"DCGM_FI_DEV_XID_ERRORS": Hold(fault.window, float(code), persist=True)}
+
+
+def slowed(fault: ActiveFault, *, clock: float) -> list[WorkloadEffect]:
+    """A node whose GPUs run at `clock` x their speed: its rank computes slower (the whole job
+    waits for it) and its inference replica answers slower."""
+    factor = 1.0 / clock
+    node = fault.node_name
+    return [
+        JobEffect(fault.window, node=node, compute=factor),
+        ServiceEffect(fault.window, node=node, compute=factor),
+    ]
+
+
+def rank_lost(fault: ActiveFault) -> list[WorkloadEffect]:
+    """The rank on the node died with its GPU: every other rank waits in a collective."""
+    return [JobEffect(fault.window, node=fault.node_name, hang="collective")]
 
 
 def _cuda_error_lines(fault: ActiveFault, pod: SimPod, *, error: str) -> list[LogLine]:
@@ -87,6 +108,9 @@ class EccDbeStorm(FaultKind):
         if until < fault.window.start + 1.0:
             return []
         return _cuda_error_lines(fault, pod, error="uncorrectable ECC error encountered")
+
+    def workload_effects(self, fault: ActiveFault) -> list[WorkloadEffect]:
+        return rank_lost(fault)
 
 
 class EccSbeStorm(FaultKind):
@@ -190,6 +214,9 @@ class GpuFallenOffBus(FaultKind):
         fell = LogLine(start + 0.001, f"NVRM: GPU {pci}.0: GPU has fallen off the bus.")
         return [aer, *xid_lines(fault, 79, times=[start]), fell]
 
+    def workload_effects(self, fault: ActiveFault) -> list[WorkloadEffect]:
+        return rank_lost(fault)
+
 
 class NvlinkErrors(FaultKind):
     """NVLink CRC/replay/recovery errors on one GPU and XID 74 (counters off by default)."""
@@ -256,6 +283,9 @@ class ThermalThrottle(FaultKind):
         }
         return [i for gpu in fault.gpus() for i in gpu_impacts(fault, effects, gpu=gpu)]
 
+    def workload_effects(self, fault: ActiveFault) -> list[WorkloadEffect]:
+        return slowed(fault, clock=1.0 - 0.45 * fault.intensity)
+
 
 class PowerCap(FaultKind):
     """A power limit below spec: power pinned at the cap, clocks down, SW power-cap bit set."""
@@ -275,6 +305,9 @@ class PowerCap(FaultKind):
             "DCGM_FI_DEV_POWER_VIOLATION": Ramp(w, 1e9 * k),
         }
         return [i for gpu in fault.gpus() for i in gpu_impacts(fault, effects, gpu=gpu)]
+
+    def workload_effects(self, fault: ActiveFault) -> list[WorkloadEffect]:
+        return slowed(fault, clock=1.0 - 0.3 * fault.intensity)
 
 
 GPU_FAULTS: tuple[FaultKind, ...] = (

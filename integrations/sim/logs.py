@@ -1,8 +1,9 @@
 """Healthy log lines of the simulated fleet and the kernel-log line format.
 
-Boot messages (kernel, NVIDIA driver, mlx5 HCAs) and steady workload output (training steps,
-vLLM engine stats, dcgm-exporter start-up). Benign on purpose: a log classifier must not find a
-fault in them. Fault lines come from the fault kinds; this module only renders.
+Boot messages (kernel, NVIDIA driver, mlx5 HCAs) and dcgm-exporter start-up. Benign on purpose:
+a log classifier must not find a fault in them. Workload pods' output (training steps, NCCL,
+vLLM stats) comes from the job and service models in job_logs.py; fault lines come from the
+fault kinds; this module only renders.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from datetime import datetime
 
 from integrations.sim.fault_base import LogLine
 from integrations.sim.pods import SimPod
-from integrations.sim.topology import NodeSpec, fraction, unit_hash
+from integrations.sim.topology import NodeSpec
 
 #: How far back healthy workload output goes, and how often it logs.
 POD_HISTORY_S = 1200.0
@@ -56,33 +57,13 @@ def boot_lines(node: NodeSpec, *, driver_version: str) -> list[LogLine]:
 
 
 def pod_lines(pod: SimPod, *, until: float, wall: Callable[[float], datetime]) -> list[LogLine]:
-    """Steady output of a healthy pod up to `until` (or its eviction)."""
+    """Steady output of a DaemonSet pod (dcgm-exporter) up to `until` (or its eviction).
+    Workload pods are rendered by job_logs.py; anything else prints nothing."""
     stop = until if pod.stopped_at is None else min(until, pod.stopped_at)
-    if pod.phase == "Pending" and pod.stopped_at is None:
+    if not pod.daemonset:
         return []
-    times = [stop - k * POD_EVERY_S for k in range(int(POD_HISTORY_S // POD_EVERY_S), -1, -1)]
-    if pod.daemonset:
-        return [
-            LogLine(times[0], 'level=info msg="Starting webserver"'),
-            LogLine(times[0] + 0.1, 'level=info msg="Pipeline starting"'),
-        ]
-    kind = pod.labels.get("gpu-oncall.io/workload-kind", "training")
-    render = _vllm_line if kind == "inference" else _training_line
-    return [LogLine(t, render(pod, t, wall=wall)) for t in times]
-
-
-def _training_line(pod: SimPod, t: float, *, wall: Callable[[float], datetime]) -> str:
-    rank = int(pod.labels.get("gpu-oncall.io/rank", "0")) * max(pod.gpus, 1)
-    step = 120_000 + int((t + 86_400.0) // 1.02)
-    loss = 2.1 + 0.2 * fraction(unit_hash(pod.name, step), 0)
-    return f"[rank{rank}]: step {step} | loss {loss:.4f} | step_time 1.02s | tokens/s 41250"
-
-
-def _vllm_line(pod: SimPod, t: float, *, wall: Callable[[float], datetime]) -> str:
-    stamp = wall(t).strftime("%m-%d %H:%M:%S")
-    usage = 35.0 + 20.0 * fraction(unit_hash(pod.name, int(t)), 0)
-    return (
-        f"INFO {stamp} [loggers.py:123] Engine 000: Avg prompt throughput: 1520.3 tokens/s, "
-        "Avg generation throughput: 2311.8 tokens/s, Running: 42 reqs, Waiting: 0 reqs, "
-        f"GPU KV cache usage: {usage:.1f}%, Prefix cache hit rate: 63.0%"
-    )
+    begin = stop - POD_HISTORY_S
+    return [
+        LogLine(begin, 'level=info msg="Starting webserver"'),
+        LogLine(begin + 0.1, 'level=info msg="Pipeline starting"'),
+    ]

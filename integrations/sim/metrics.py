@@ -1,61 +1,34 @@
 """The metrics the simulated exporters expose, with real names, labels and healthy baselines.
 
-dcgm-exporter (per GPU), node_exporter's infiniband collector (per HCA port) and
-kube-state-metrics (per node) — DOMAIN.md §1, §3, §7. Each metric says which series a node
-has and their healthy `base + slope·t`; faults change them elsewhere (faults.py).
+dcgm-exporter (per GPU), node_exporter's infiniband collector (per HCA port),
+kube-state-metrics (per node) and Prometheus' own `up` — DOMAIN.md §1, §3, §7. Each metric says
+which series a node has and their healthy `base + slope·t`; faults change them elsewhere
+(faults.py). Training-job and vLLM series are in workload_metrics.py, pod series in
+pod_metrics.py; `METRICS` is every metric of every family.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Literal, NamedTuple
 
-from integrations.sim.topology import GpuSpec, HcaSpec, NodeSpec
+from integrations.sim.metric_base import (
+    EntityKey,
+    Family,
+    MetricDef,
+    NodeView,
+    Seed,
+    gpu_entity,
+    hca_entity,
+)
+from integrations.sim.pod_metrics import POD_METRICS
+from integrations.sim.topology import GpuSpec, HcaSpec
+from integrations.sim.workload_metrics import WORKLOAD_METRICS
 from integrations.sim.xids import xid_info
 
-Family = Literal["dcgm", "node_exporter", "kube_state_metrics"]
-EntityKey = tuple[str, ...]
-"""Which series of a node: `("gpu", "5")`, `("hca", "0")`, `("condition", "Ready", "true")`."""
+__all__ = ["METRICS", "EntityKey", "Family", "MetricDef", "NodeView", "Seed"]
+__all__ += ["gpu_entity", "hca_entity"]
 
 H100_FB_MIB = 81559.0
-
-
-@dataclass(frozen=True)
-class NodeView:
-    """What a metric needs to know about one node to lay out its healthy series."""
-
-    spec: NodeSpec
-    busy: bool
-    gpu_labels: tuple[dict[str, str], ...]
-    hca_labels: tuple[dict[str, str], ...]
-    node_labels: dict[str, str]
-    """`{"node": name}` for kube-state-metrics."""
-
-
-class Seed(NamedTuple):
-    """One healthy series before faults: entity, labels, `base + slope·t`.
-
-    A tuple, not a dataclass: a 4,096-node read lays out 32,768 of them per metric.
-    """
-
-    entity: EntityKey
-    labels: dict[str, str]
-    base: float
-    slope: float = 0.0
-
-
-@dataclass(frozen=True)
-class MetricDef:
-    name: str
-    family: Family
-    kind: Literal["gauge", "counter"]
-    help: str
-    seeds: Callable[[NodeView], list[Seed]]
-    default_on: bool = True
-    """False for dcgm fields commented out in dcgm-exporter's default CSV (absent by default)."""
-    value_labels: Callable[[float], dict[str, str]] | None = None
-
 
 GpuBaseline = Callable[[GpuSpec, bool], tuple[float, float]]
 HcaBaseline = Callable[[HcaSpec, bool], tuple[float, float]]
@@ -150,6 +123,34 @@ def _node_info(view: NodeView) -> list[Seed]:
 
 def _node(value: float) -> Callable[[NodeView], list[Seed]]:
     return lambda view: [Seed(("node",), view.node_labels, value)]
+
+
+#: Node labels kube-state-metrics exports (`--metric-labels-allowlist=nodes=[...]`), sanitized.
+def _node_labels(view: NodeView) -> list[Seed]:
+    labels = {
+        "node": view.spec.name,
+        "label_kubernetes_io_hostname": view.spec.name,
+        "label_gpu_oncall_io_rack": view.spec.rack,
+        "label_gpu_oncall_io_leaf_switch": view.spec.leaf_switch,
+    }
+    return [Seed(("node",), labels, 1.0)]
+
+
+SCRAPE_JOBS = ("dcgm-exporter", "node-exporter")
+"""Scrape jobs whose `up` the fleet reports per node, and the exporter family each watches."""
+SCRAPE_FAMILY: dict[str, Family] = {"dcgm-exporter": "dcgm", "node-exporter": "node_exporter"}
+
+
+def _up(view: NodeView) -> list[Seed]:
+    name, index = view.spec.name, view.spec.index
+    instances = {
+        "dcgm-exporter": f"10.233.{index // 256}.{index % 256}:9400",
+        "node-exporter": name,
+    }
+    return [
+        Seed(("scrape", job), {"job": job, "instance": instances[job], "node": name}, 1.0)
+        for job in SCRAPE_JOBS
+    ]
 
 
 def _dcgm(
@@ -259,7 +260,7 @@ _DCGM = [
     ),
     _dcgm(
         "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
-        _load(0.42, 0.0),
+        _load(0.45, 0.0),
         help="Ratio of cycles the tensor (HMMA) pipe is active.",
     ),
     _dcgm(
@@ -344,10 +345,10 @@ _DCGM = [
         default_on=False,
         help="Throttling duration due to thermal constraints (in ns).",
     ),
+    # Not in the shipped CSVs: operators add this line (DOMAIN.md §1.3), and so does the sim.
     _dcgm(
         "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
         _load(0.0, 1.0),
-        default_on=False,
         help="Current clock event (throttle) reasons, a bitmask.",
     ),
 ]
@@ -420,19 +421,22 @@ _KSM = [
     ),
     _ksm("kube_node_spec_unschedulable", _node(0.0), help="Whether a node can schedule new pods."),
     _ksm("kube_node_info", _node_info, help="Information about a cluster node."),
+    _ksm(
+        "kube_node_labels", _node_labels, help="Kubernetes labels converted to Prometheus labels."
+    ),
 ]
 
-METRICS: dict[str, MetricDef] = {m.name: m for m in (*_DCGM, *_NODE_EXPORTER, *_KSM)}
+_SCRAPE = [
+    MetricDef(
+        name="up",
+        family="scrape",
+        kind="gauge",
+        help="1 if the instance is healthy (scraped successfully), 0 otherwise.",
+        seeds=_up,
+    )
+]
 
+NODE_METRICS: dict[str, MetricDef] = {m.name: m for m in (*_DCGM, *_NODE_EXPORTER, *_KSM, *_SCRAPE)}
 
-_GPU_ENTITIES = tuple(("gpu", str(i)) for i in range(64))
-_HCA_ENTITIES = tuple(("hca", str(i)) for i in range(64))
-
-
-def gpu_entity(index: int) -> EntityKey:
-    """`("gpu", "5")`, shared rather than rebuilt for every series."""
-    return _GPU_ENTITIES[index] if index < len(_GPU_ENTITIES) else ("gpu", str(index))
-
-
-def hca_entity(index: int) -> EntityKey:
-    return _HCA_ENTITIES[index] if index < len(_HCA_ENTITIES) else ("hca", str(index))
+#: Every metric of every family the simulated fleet exposes, by name.
+METRICS: dict[str, MetricDef] = {**NODE_METRICS, **WORKLOAD_METRICS, **POD_METRICS}

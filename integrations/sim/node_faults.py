@@ -2,6 +2,7 @@
 
 These are the Kubernetes, telemetry and node-software layers: what the API server, the
 kube-state-metrics series and the exporters show when the node (not one GPU) is the problem.
+A NotReady node or a node on another driver also hangs the training job that spans it.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from integrations.sim.fault_base import (
     FaultEvent,
     FaultKind,
     Impact,
+    JobEffect,
     LogLine,
+    WorkloadEffect,
     gpu_impacts,
     node_impact,
     xid_lines,
@@ -42,7 +45,12 @@ class NodeNotReady(FaultKind):
             node_impact(fault, condition, effect=Hold(w, 1.0), entity=READY_FALSE),
             Impact(node, Gone(w), family="dcgm"),
             Impact(node, Gone(w), family="node_exporter"),
+            Impact(node, Gone(w), family="job"),
+            Impact(node, Gone(w), family="vllm"),
         ]
+
+    def workload_effects(self, fault: ActiveFault) -> list[WorkloadEffect]:
+        return [JobEffect(fault.window, node=fault.node_name, hang="collective")]
 
     def events(self, fault: ActiveFault) -> list[FaultEvent]:
         assert fault.node is not None
@@ -78,8 +86,7 @@ class ExporterDown(FaultKind):
     def apply_to_pods(self, fault: ActiveFault, pods: list[SimPod]) -> None:
         for pod in pods:
             if pod.daemonset:
-                pod.restarts += 6
-                pod.last_terminated_reason = "Error"
+                pod.terminate(fault.window.start, reason="Error", restarts=6)
 
     def pod_log(self, fault: ActiveFault, pod: SimPod, *, until: float) -> list[LogLine]:
         if not pod.daemonset or until < fault.window.start:
@@ -129,6 +136,11 @@ class DriverVersionSkew(FaultKind):
 
     def driver_version(self, fault: ActiveFault) -> str | None:
         return fault.version
+
+    def workload_effects(self, fault: ActiveFault) -> list[WorkloadEffect]:
+        # NCCL/CUDA mismatches between ranks typically stall the communicator with no clear
+        # error line: the only evidence is the DCGM_FI_DRIVER_VERSION label.
+        return [JobEffect(fault.window, node=fault.node_name, hang="collective")]
 
 
 NODE_FAULTS: tuple[FaultKind, ...] = (

@@ -6,7 +6,7 @@ the Cluster port only ever sees frozen `PodInfo` copies.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from integrations.cluster import PodInfo
 from integrations.sim.topology import unit_hash
@@ -35,10 +35,20 @@ class SimPod:
     """The node the pod was first placed on (its logs and events stay with that node)."""
     stopped_at: float | None = None
     """Fleet time the pod was evicted; its log ends there."""
+    terminations: list[tuple[float, str, int]] = field(default_factory=list)
+    """(fleet time, reason, restarts) of each container termination a fault caused."""
+    container: str = "main"
 
     def __post_init__(self) -> None:
         if self.home is None:
             self.home = self.node
+
+    def terminate(self, t: float, *, reason: str, restarts: int = 1) -> None:
+        """The container was killed at `t` (OOMKilled, Error) and restarted `restarts` times."""
+        self.terminations.append((t, reason, restarts))
+        self.terminations.sort()
+        self.restarts += restarts
+        self.last_terminated_reason = self.terminations[-1][1]
 
     def info(self) -> PodInfo:
         return PodInfo(
@@ -79,6 +89,7 @@ def worker_pod(
         },
         gpus=gpus,
         pid=_pid(seed, workload, rank),
+        container="vllm" if kind == "inference" else "trainer",
     )
 
 
@@ -96,4 +107,5 @@ def exporter_pod(*, seed: str, node: str) -> SimPod:
         labels={"app": EXPORTER_DAEMONSET},
         daemonset=True,
         pid=_pid(seed, "dcgm-exporter", node),
+        container=EXPORTER_DAEMONSET,
     )

@@ -8,7 +8,6 @@ reference the fleet cannot satisfy, raises ScenarioError naming the file and the
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
@@ -28,7 +27,8 @@ from pydantic import model_validator as _model_validator
 from integrations.errors import InvalidName, ScenarioError
 from integrations.names import expand_nodes
 from integrations.sim.faults import FAULT_KINDS
-from integrations.sim.topology import NODE_PREFIX, node_name_width, node_names
+from integrations.sim.scenario_checks import reference_problems
+from integrations.sim.topology import node_names
 
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
 
@@ -111,6 +111,8 @@ class FleetSpec(_Model):
     gpus_per_node: int = Field(default=8, ge=1, le=16)
     hcas_per_node: int = Field(default=8, ge=0, le=16)
     nodes_per_rack: int = Field(default=8, ge=1)
+    nodes_per_leaf: int | None = Field(default=None, ge=1)
+    """Nodes behind one leaf (top-of-rack) switch; default: one leaf per rack."""
     driver_version: str = "550.54.15"
     gpu_model: str = "NVIDIA H100 80GB HBM3"
     dcgm_counters: Literal["default", "all"] = "default"
@@ -123,10 +125,35 @@ class FleetSpec(_Model):
     def node_names(self) -> list[str]:
         return node_names(self.nodes)
 
+    @property
+    def leaf_size(self) -> int:
+        return self.nodes_per_leaf or self.nodes_per_rack
+
+    def racks(self) -> dict[str, list[str]]:
+        """Rack name -> its nodes (`rack-00` holds the first `nodes_per_rack` nodes)."""
+        return _groups(self.node_names, size=self.nodes_per_rack, prefix="rack")
+
+    def leaves(self) -> dict[str, list[str]]:
+        """Leaf switch name -> the nodes cabled to it."""
+        return _groups(self.node_names, size=self.leaf_size, prefix="leaf")
+
+
+def _groups(names: list[str], *, size: int, prefix: str) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for i, name in enumerate(names):
+        out.setdefault(f"{prefix}-{i // size:02d}", []).append(name)
+    return out
+
 
 class FaultSpec(_Model):
     kind: str
     node: str | None = None
+    nodes: str | list[str] | None = None
+    """Several nodes at once: `gpu-node-[08-15]` or a list."""
+    rack: str | None = None
+    """Every node of a rack (`rack-01`): a PDU, a row's cooling."""
+    leaf: str | None = None
+    """Every node behind a leaf switch (`leaf-02`); an HCA fault without `hca` hits every port."""
     gpu: int | None = Field(default=None, ge=0)
     hca: int | None = Field(default=None, ge=0)
     workload: str | None = None
@@ -143,6 +170,34 @@ class FaultSpec(_Model):
             kinds = ", ".join(sorted(FAULT_KINDS))
             raise ValueError(f"unknown fault kind '{value}' (kinds: {kinds})")
         return value
+
+    @field_validator("nodes")
+    @classmethod
+    def _expand(cls, value: str | list[str] | None) -> str | list[str] | None:
+        if value is not None:
+            try:
+                expand_nodes(value)
+            except InvalidName as exc:
+                raise ValueError(str(exc)) from exc
+        return value
+
+    @property
+    def group(self) -> str | None:
+        """Which group target is set (`nodes`, `rack`, `leaf`), if any."""
+        for name in ("nodes", "rack", "leaf"):
+            if getattr(self, name) is not None:
+                return name
+        return None
+
+    def target_nodes(self, fleet: FleetSpec) -> list[str]:
+        """The nodes this fault hits: `node`, or the nodes of `nodes` / `rack` / `leaf`."""
+        if self.nodes is not None:
+            return expand_nodes(self.nodes)
+        if self.rack is not None:
+            return fleet.racks().get(self.rack, [])
+        if self.leaf is not None:
+            return fleet.leaves().get(self.leaf, [])
+        return [self.node] if self.node is not None else []
 
 
 class AlertTrigger(_Model):
@@ -203,7 +258,7 @@ def parse_scenario(raw: Any, *, source: str = "<scenario>") -> Scenario:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(top level)"
         raise ScenarioError(f"{source}: field '{where}': {_message(first, raw)}") from exc
-    for where, problem in _reference_problems(scenario):
+    for where, problem in reference_problems(scenario):
         raise ScenarioError(f"{source}: field '{where}': {problem}")
     return scenario
 
@@ -241,82 +296,3 @@ def _inner_model(annotation: Any) -> Any:
         if found is not None:
             return found
     return None
-
-
-# --- references the fleet must satisfy ------------------------------------------------------
-
-
-def _reference_problems(s: Scenario) -> Iterator[tuple[str, str]]:
-    known = set(s.fleet.node_names)
-    yield from _workload_problems(s, known)
-    workloads = {w.name for w in s.fleet.workloads}
-    for i, fault in enumerate(s.faults):
-        yield from _fault_problems(s, fault, where=f"faults.{i}", known=known, workloads=workloads)
-    yield from _trigger_problems(s, known)
-    if s.expect is not None:
-        for i, culprit in enumerate(s.expect.culprits):
-            if culprit.startswith(NODE_PREFIX) and culprit not in known:
-                yield f"expect.culprits.{i}", _unknown_node(culprit, s)
-
-
-def _workload_problems(s: Scenario, known: set[str]) -> Iterator[tuple[str, str]]:
-    seen: set[str] = set()
-    for i, workload in enumerate(s.fleet.workloads):
-        if workload.name in seen:
-            yield f"fleet.workloads.{i}.name", f"duplicate workload name '{workload.name}'"
-        seen.add(workload.name)
-        for node in workload.node_names:
-            if node not in known:
-                yield f"fleet.workloads.{i}.nodes", _unknown_node(node, s)
-
-
-def _fault_problems(
-    s: Scenario, fault: FaultSpec, *, where: str, known: set[str], workloads: set[str]
-) -> Iterator[tuple[str, str]]:
-    kind = FAULT_KINDS[fault.kind]
-    required = {
-        "gpu": ("node", "gpu"),
-        "hca": ("node", "hca"),
-        "node": ("node",),
-        "workload": ("workload",),
-    }[kind.target]
-    for name in (*required, *sorted(kind.needs)):
-        if getattr(fault, name) is None:
-            yield f"{where}.{name}", f"{fault.kind} needs '{name}'"
-    if fault.gpu is not None and kind.target != "gpu" and not kind.accepts_gpu:
-        yield f"{where}.gpu", f"{fault.kind} targets a {kind.target}, not a GPU"
-    if fault.hca is not None and kind.target != "hca":
-        yield f"{where}.hca", f"{fault.kind} targets a {kind.target}, not an HCA"
-    if fault.node is not None and fault.node not in known:
-        yield f"{where}.node", _unknown_node(fault.node, s)
-    if fault.gpu is not None and fault.gpu >= s.fleet.gpus_per_node:
-        yield f"{where}.gpu", _out_of_range("GPU", fault.gpu, count=s.fleet.gpus_per_node)
-    if fault.hca is not None and fault.hca >= s.fleet.hcas_per_node:
-        yield f"{where}.hca", _out_of_range("HCA", fault.hca, count=s.fleet.hcas_per_node)
-    if fault.workload is not None and fault.workload not in workloads:
-        names = ", ".join(sorted(workloads)) or "none defined"
-        yield f"{where}.workload", f"unknown workload '{fault.workload}' (workloads: {names})"
-
-
-def _trigger_problems(s: Scenario, known: set[str]) -> Iterator[tuple[str, str]]:
-    if s.trigger.command is not None:
-        for word in s.trigger.command.split():
-            if word.startswith(NODE_PREFIX) and word not in known:
-                yield "trigger.command", _unknown_node(word, s)
-    if s.trigger.alert is not None:
-        for label, value in s.trigger.alert.labels.items():
-            if value.startswith(NODE_PREFIX) and value not in known:
-                yield f"trigger.alert.labels.{label}", _unknown_node(value, s)
-
-
-def _unknown_node(node: str, s: Scenario) -> str:
-    names = s.fleet.node_names
-    width = node_name_width(s.fleet.nodes)
-    return (
-        f"unknown node '{node}' (fleet has {names[0]} .. {names[-1]}; indexes are "
-        f"zero-padded to {width} digits)"
-    )
-
-
-def _out_of_range(what: str, index: int, *, count: int) -> str:
-    return f"{what} index {index} out of range (the fleet has {count} per node: 0-{count - 1})"

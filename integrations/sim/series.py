@@ -1,21 +1,26 @@
 """What the simulated fleet's exporters expose: every metric's series, laid out and readable.
 
 Owns the per-node label sets (cached) and builds tracks on demand from the healthy seeds plus
-the fault impacts and live node state the Fleet shares with it. Knows nothing about pods, logs
-or actions; times here are fleet seconds since t0.
+the fault impacts, the workload models and live node state the Fleet shares with it; pod-level
+kube-state-metrics series come from the live pods. Knows nothing about logs or actions; times
+here are fleet seconds since t0.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from integrations.sim.fault_base import Impact
-from integrations.sim.metrics import METRICS, EntityKey, MetricDef, NodeView
+from integrations.sim.metrics import METRICS, SCRAPE_FAMILY, EntityKey, MetricDef, NodeView, Seed
+from integrations.sim.pod_metrics import pod_tracks
+from integrations.sim.pods import SimPod
 from integrations.sim.scenarios import FleetSpec
 from integrations.sim.states import NodeState
 from integrations.sim.topology import NodeSpec
-from integrations.sim.tracks import Computed, Effect, Track, order_effects
+from integrations.sim.tracks import Computed, Effect, FaultWindow, Gone, Track, order_effects
+from integrations.sim.workload_metrics import OVERLAYS, overlay
+from integrations.sim.workloads import Workloads
 
 
 @dataclass(frozen=True)
@@ -25,6 +30,10 @@ class Series:
     metric: str
     labels: dict[str, str]
     value: float
+
+
+#: Metrics whose value comes from live node state rather than seeds and faults.
+STATEFUL_METRICS = frozenset({"kube_node_spec_unschedulable", "up"})
 
 
 class SeriesSource:
@@ -43,6 +52,8 @@ class SeriesSource:
         impacts: dict[str, list[Impact]],
         state: dict[str, NodeState],
         driver_version: Callable[[str], str],
+        workloads: Workloads,
+        pods: Mapping[tuple[str, str], SimPod],
     ) -> None:
         self._nodes = nodes
         self._spec = spec
@@ -50,6 +61,8 @@ class SeriesSource:
         self._impacts = impacts
         self._state = state
         self._driver_version = driver_version
+        self._workloads = workloads
+        self._pods = pods
         self._views: dict[str, NodeView] = {}
 
     def metric_names(self) -> list[str]:
@@ -64,10 +77,24 @@ class SeriesSource:
             return None
         return definition
 
-    def tracks(self, metric: str, nodes: Iterable[str] | None = None) -> Iterator[Track]:
-        """The metric's tracks on `nodes` (all nodes when None); unknown nodes have none."""
+    def tracks(
+        self, metric: str, nodes: Iterable[str] | None = None, *, workload: str | None = None
+    ) -> Iterator[Track]:
+        """The metric's tracks on `nodes` (all nodes when None); unknown nodes have none. For
+        pod series, `workload` keeps only that workload's pods (an index: their
+        `label_app_kubernetes_io_name` is the workload's name; other pods never match it)."""
         definition = self.metric(metric)
         if definition is None:
+            return
+        if definition.pod_level:
+            wanted = None if nodes is None else set(nodes)
+            pods = [
+                p
+                for p in self._pods.values()
+                if (wanted is None or p.node in wanted)
+                and (workload is None or (p.workload == workload and not p.daemonset))
+            ]
+            yield from pod_tracks(metric, pods)
             return
         for node in self._nodes if nodes is None else nodes:
             if node in self._nodes:
@@ -100,33 +127,61 @@ class SeriesSource:
             for i in self._impacts.get(node, ())
             if i.metric in (None, definition.name) and i.family in (None, definition.family)
         ]
-        extra = self._state_effects(definition.name, node)
-        return [
-            Track(
-                node=node,
-                labels=seed.labels,
-                base=seed.base,
-                slope=seed.slope,
-                effects=_effects_for(seed.entity, impacts=impacts, extra=extra)
-                if impacts or extra
-                else (),
-                entity=seed.entity,
-                value_labels=definition.value_labels,
+        view = self._view(node)
+        name, value_labels = definition.name, definition.value_labels
+        counter = definition.kind == "counter"
+        overlaid = name in OVERLAYS
+        stateful = name in STATEFUL_METRICS
+        tracks = []
+        for seed in definition.seeds(view):
+            if overlaid:
+                seed = overlay(name, view, seed)
+            effects: tuple[Effect, ...] = ()
+            if impacts or stateful or seed.computed is not None or seed.gone_from is not None:
+                extra = _own_effects(seed, counter=counter)
+                if stateful:
+                    extra += self._state_effects(name, node, seed.entity)
+                effects = _effects_for(seed.entity, impacts=impacts, extra=extra)
+            tracks.append(
+                Track(
+                    node=node,
+                    labels=seed.labels,
+                    base=seed.base,
+                    slope=seed.slope,
+                    effects=effects,
+                    entity=seed.entity,
+                    value_labels=value_labels,
+                )
             )
-            for seed in definition.seeds(self._view(node))
-        ]
+        return tracks
 
-    def _state_effects(self, metric: str, node: str) -> list[Computed]:
+    def _state_effects(self, metric: str, node: str, entity: EntityKey) -> list[Effect]:
         if metric == "kube_node_spec_unschedulable":
             return [Computed(self._state[node].cordoned_at)]
+        if metric == "up":
+            return [Computed(self._scrape_health(node, job=entity[-1]))]
         return []
+
+    def _scrape_health(self, node: str, *, job: str) -> Callable[[float], float]:
+        """`up{job}`: 0 while the exporter the job scrapes has lost all its series on the node."""
+        family = SCRAPE_FAMILY[job]
+        outages = [
+            i.effect.window
+            for i in self._impacts.get(node, ())
+            if i.family == family and i.entity is None and isinstance(i.effect, Gone)
+        ]
+        return lambda t: 0.0 if any(w.active(t) for w in outages) else 1.0
 
     def _view(self, node: str) -> NodeView:
         view = self._views.get(node)
-        if view is None:
+        if view is None or view.busy != self._busy_now(node):
             view = self._make_view(self._nodes[node])
             self._views[node] = view
         return view
+
+    def _busy_now(self, node: str) -> bool:
+        """Busy while a workload pod runs (or ran) there: a gang rank left Pending never does."""
+        return node in self._busy and self._workloads.on(node) is not None
 
     def _make_view(self, node: NodeSpec) -> NodeView:
         host, driver = self._spec.dcgm_host_label, self._driver_version(node.name)
@@ -147,15 +202,26 @@ class SeriesSource:
         )
         return NodeView(
             spec=node,
-            busy=node.name in self._busy,
+            busy=self._busy_now(node.name),
             gpu_labels=gpu_labels,
             hca_labels=hca_labels,
             node_labels={"node": node.name},
+            workloads=self._workloads,
         )
 
 
+def _own_effects(seed: Seed, *, counter: bool) -> list[Effect]:
+    """The seed's own model-driven value and disappearance (an evicted pod's series)."""
+    own: list[Effect] = []
+    if seed.computed is not None:
+        own.append(Computed(seed.computed, monotonic=counter))
+    if seed.gone_from is not None:
+        own.append(Gone(FaultWindow(seed.gone_from)))
+    return own
+
+
 def _effects_for(
-    entity: EntityKey, *, impacts: list[Impact], extra: list[Computed]
+    entity: EntityKey, *, impacts: list[Impact], extra: list[Effect]
 ) -> tuple[Effect, ...]:
     hits = [i.effect for i in impacts if i.entity is None or i.entity == entity]
     return order_effects([*extra, *hits])

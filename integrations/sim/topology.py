@@ -88,16 +88,26 @@ class NodeSpec:
 
 
 def build_node(
-    *, seed: str, name: str, index: int, gpus: int, hcas: int, nodes_per_rack: int, busy: bool
+    *,
+    seed: str,
+    name: str,
+    index: int,
+    gpus: int,
+    hcas: int,
+    nodes_per_rack: int,
+    busy: bool,
+    nodes_per_leaf: int | None = None,
 ) -> NodeSpec:
-    """Build one node. `busy` nodes run a workload: hotter GPUs, more power."""
+    """Build one node. `busy` nodes run a workload: hotter GPUs, more power. A leaf switch
+    serves `nodes_per_leaf` consecutive nodes (default: one leaf per rack)."""
     rack = index // nodes_per_rack
+    leaf = index // (nodes_per_leaf or nodes_per_rack)
     node_digest = unit_hash(seed, name)
     return NodeSpec(
         name=name,
         index=index,
         rack=f"rack-{rack:02d}",
-        leaf_switch=f"leaf-{rack:02d}",
+        leaf_switch=f"leaf-{leaf:02d}",
         gpus=tuple(_build_gpu(seed, name, index=i, busy=busy) for i in range(gpus)),
         hcas=_hcas(hcas),
         boot_offset_s=86_400.0 * (3 + 20 * fraction(node_digest, 0)) + fraction(node_digest, 2),

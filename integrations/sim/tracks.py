@@ -21,10 +21,12 @@ class FaultWindow:
     """When a fault acts: from `start` until `end` (None = still acting).
 
     Mutable on purpose: a drain or a repair sets `end`, and every effect that shares the
-    window stops at that moment without rebuilding any track.
+    window stops at that moment without rebuilding any track. `closed` counts closes across
+    every window, so a model can key its caches on it instead of re-reading its windows.
     """
 
     __slots__ = ("end", "start")
+    closed: ClassVar[int] = 0
 
     def __init__(self, start: float, end: float | None = None) -> None:
         self.start = start
@@ -42,6 +44,7 @@ class FaultWindow:
         if self.end is not None or at < self.start:
             return False
         self.end = at
+        FaultWindow.closed += 1
         return True
 
 
@@ -146,9 +149,11 @@ class Gone:
 
 @dataclass(frozen=True)
 class Computed:
-    """The value comes from live fleet state (e.g. the cordon flag), not from a fault."""
+    """The value comes from live fleet state (e.g. the cordon flag) or a workload model, not
+    from a fault. `monotonic`: a counter that never resets (rate/increase need two reads)."""
 
     read: Callable[[float], float]
+    monotonic: bool = False
     removes: ClassVar[bool] = False
 
     def apply(self, value: float | None, t: float) -> float | None:
@@ -219,6 +224,8 @@ def evaluate(track: Track, fn: str, *, grid: SampleGrid) -> tuple[float, float] 
     """
     if not track.effects:
         return _evaluate_linear(track, fn, grid=grid)
+    if fn in ("rate", "increase") and _is_monotonic(track.effects):
+        return _evaluate_counter(track, fn, grid=grid)
     if fn == "last":
         value = track.value(grid.end)
         return None if value is None else (value, value)
@@ -226,6 +233,27 @@ def evaluate(track: Track, fn: str, *, grid: SampleGrid) -> tuple[float, float] 
     if not present:
         return None
     return _reduce(fn, present, seconds=grid.seconds)
+
+
+def _is_monotonic(effects: tuple[Effect, ...]) -> bool:
+    """Only a never-resetting model counter, plus absence: its values need not be sampled."""
+    return any(isinstance(e, Computed) and e.monotonic for e in effects) and all(
+        e.removes or (isinstance(e, Computed) and e.monotonic) for e in effects
+    )
+
+
+def _evaluate_counter(track: Track, fn: str, *, grid: SampleGrid) -> tuple[float, float] | None:
+    """rate/increase of a monotonic counter: the same result as sampling every grid point,
+    from the first and last points where the series is present."""
+    gaps = [e for e in track.effects if e.removes]
+    present = [p for p in grid.points if all(g.apply(0.0, p) is not None for g in gaps)]
+    if len(present) < 2:
+        return None
+    first, last = track.value(present[0]), track.value(present[-1])
+    if first is None or last is None:
+        return None
+    increase = last - first
+    return (increase if fn == "increase" else increase / grid.seconds), last
 
 
 def _reduce(fn: str, values: list[float], *, seconds: float) -> tuple[float, float] | None:

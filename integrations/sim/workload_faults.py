@@ -1,12 +1,20 @@
 """Workload-targeted fault kinds: a pod OOM-killed, a gang job only partly placed.
 
 They change pods (phase, restarts, last termination reason), Kubernetes events and the kernel
-log of the node the pod ran on. The hardware stays healthy.
+log of the node the pod ran on. The hardware stays healthy. A partly placed gang never starts:
+its placed ranks wait at the first collective (`last completed NCCL work: -1`).
 """
 
 from __future__ import annotations
 
-from integrations.sim.fault_base import ActiveFault, FaultEvent, FaultKind, LogLine
+from integrations.sim.fault_base import (
+    ActiveFault,
+    FaultEvent,
+    FaultKind,
+    JobEffect,
+    LogLine,
+    WorkloadEffect,
+)
 from integrations.sim.pods import SimPod, worker_name
 
 
@@ -29,8 +37,7 @@ class PodOomKilled(FaultKind):
     def apply_to_pods(self, fault: ActiveFault, pods: list[SimPod]) -> None:
         for pod in pods:
             if pod.node == fault.node_name and not pod.daemonset:
-                pod.restarts += 1
-                pod.last_terminated_reason = "OOMKilled"
+                pod.terminate(fault.window.start, reason="OOMKilled")
 
     def kernel_log(self, fault: ActiveFault, until: float) -> list[LogLine]:
         if until < fault.window.start:
@@ -69,6 +76,7 @@ class GangPartialPlacement(FaultKind):
     name = "gang_partial_placement"
     layer = "kubernetes"
     target = "workload"
+    workload_kind = "training"
     needs = frozenset({"missing"})
 
     def apply_to_pods(self, fault: ActiveFault, pods: list[SimPod]) -> None:
@@ -76,6 +84,9 @@ class GangPartialPlacement(FaultKind):
         for pod in workers[len(workers) - (fault.missing or 0) :]:
             pod.node = None
             pod.phase = "Pending"
+
+    def workload_effects(self, fault: ActiveFault) -> list[WorkloadEffect]:
+        return [JobEffect(fault.window, workload=fault.workload, hang="init")]
 
     def events(self, fault: ActiveFault) -> list[FaultEvent]:
         n, missing = fault.fleet_size, fault.missing or 0

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from bot.actions.registry import default_registry
 from bot.engine.catalog import load_catalog
 from bot.engine.loading import load_runbook_file, parse_runbook
 from bot.errors import RunbookError
@@ -151,10 +152,14 @@ def test_macro_variables_are_not_step_references() -> None:
 
 
 def test_shipped_runbooks_load_and_have_dependencies() -> None:
-    catalog = load_catalog(
-        [RUNBOOK_DIR], signals=SIGNALS, actions=ACTIONS + ["gpu_reset", "uncordon"]
-    )
-    assert {"ecc-storm", "node-diagnose"} <= set(catalog.names())
+    catalog = load_catalog([RUNBOOK_DIR], signals=SIGNALS, actions=default_registry().names())
+    assert {
+        "ecc-storm",
+        "node-diagnose",
+        "nccl-hang",
+        "mfu-regression",
+        "inference-slo-breach",
+    } <= set(catalog.names())
     ecc = catalog.get("ecc-storm")
     assert ecc.deps["dbe"] == frozenset()
     assert ecc.deps["dbe_storm"] == frozenset({"dbe"})
@@ -163,3 +168,52 @@ def test_shipped_runbooks_load_and_have_dependencies() -> None:
     assert catalog.for_command("diagnose") is catalog.get("node-diagnose")
     text = (RUNBOOK_DIR / "ecc-storm.yaml").read_text()
     assert yaml.safe_load(text)["metadata"]["name"] == "ecc-storm"
+
+
+def test_correlate_source_must_be_a_step() -> None:
+    with pytest.raises(RunbookError) as err:
+        load(
+            [
+                {"id": "dbe", "signal": "gpu.ecc.dbe_rate"},
+                CHECK,
+                {
+                    "id": "where",
+                    "localize": {
+                        "correlate": {"sources": ["nodez"], "domains": {"facility": ["rack"]}}
+                    },
+                },
+            ]
+        )
+    assert str(err.value).startswith(
+        "runbooks/t.yaml: step 'where': field 'localize.correlate.sources': unknown step 'nodez'"
+    )
+
+
+def test_correlate_domains_are_keyed_by_layer() -> None:
+    with pytest.raises(RunbookError) as err:
+        load(
+            [
+                {"id": "dbe", "signal": "gpu.ecc.dbe_rate"},
+                {"id": "info", "cluster": "node"},
+                CHECK,
+                {
+                    "id": "where",
+                    "localize": {"correlate": {"sources": ["info"], "domains": {"rack": ["r"]}}},
+                },
+            ]
+        )
+    assert "field 'localize.correlate.domains.rack': unknown layer 'rack'" in str(err.value)
+
+
+def test_a_correlate_source_counts_as_read() -> None:
+    load(
+        [
+            {"id": "dbe", "signal": "gpu.ecc.dbe_rate"},
+            {"id": "info", "cluster": "node"},
+            {**CHECK, "culprit": {"nodes": "{{ dbe.over_zero_nodes | join(',') }}"}},
+            {
+                "id": "where",
+                "localize": {"correlate": {"sources": ["info"], "domains": {"facility": ["rack"]}}},
+            },
+        ]
+    )

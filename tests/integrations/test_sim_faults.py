@@ -37,12 +37,21 @@ def read_values(telemetry: SimTelemetry, signal: str, node: str) -> dict[str, fl
     return {s.labels.get("gpu", s.labels.get("device", "")): s.value for s in result.samples}
 
 
+#: A training job on gpu-node-00..07 and an inference service on gpu-node-12..13.
+BOTH_WORKLOADS = [
+    {"kind": "training", "name": "llm-pretrain", "nodes": "gpu-node-[00-07]"},
+    {"kind": "inference", "name": "vllm-chat", "nodes": "gpu-node-[12-13]"},
+]
+
+
 def spec_for(kind: str) -> dict[str, Any]:
-    """A valid fault of `kind` on gpu-node-03 (GPU 2 / HCA 1) or the training workload."""
+    """A valid fault of `kind` on gpu-node-03 (GPU 2 / HCA 1), the training workload, or the
+    inference service (BOTH_WORKLOADS) for service faults."""
     target = FAULT_KINDS[kind].target
     spec: dict[str, Any] = {"kind": kind, "start": "-10m"}
     if target == "workload":
-        spec["workload"] = "llm-pretrain"
+        inference = FAULT_KINDS[kind].workload_kind == "inference"
+        spec["workload"] = "vllm-chat" if inference else "llm-pretrain"
     else:
         spec["node"] = "gpu-node-03"
     spec |= {"gpu": {"gpu": 2}, "hca": {"hca": 1}}.get(target, {})
@@ -230,8 +239,8 @@ def test_oom_kill_and_partial_gang_placement(sim: Sim) -> None:
 
 @pytest.mark.parametrize("kind", sorted(FAULT_KINDS))
 def test_every_kind_changes_something_observable(sim: Sim, kind: str) -> None:
-    healthy = observe(*sim()[::2])
-    faulty = observe(*sim(faults=[spec_for(kind)])[::2])
+    healthy = observe(*sim(workloads=BOTH_WORKLOADS)[::2])
+    faulty = observe(*sim(faults=[spec_for(kind)], workloads=BOTH_WORKLOADS)[::2])
     assert [k for k in healthy if healthy[k] != faulty[k]], f"{kind} changed nothing"
 
 

@@ -77,6 +77,9 @@ def _finding(
     except TemplateRenderError:
         summary = f"{step.title or step.id}: condition held ({step.check})"
     culprit = {key: _lenient(loaded, step, f"culprit.{key}", context) for key in step.culprit}
+    affected = _node_list(culprit.pop("nodes", None))
+    if affected and "node" not in culprit:
+        culprit["node"] = affected[0]
     if "node" not in culprit and "workload" not in culprit:
         culprit["node"] = _default_target(context)
     return Finding(
@@ -86,7 +89,17 @@ def _finding(
         summary=summary,
         culprit=Culprit(**{k: v for k, v in culprit.items() if v}),
         evidence=tuple(_evidence(steps, reads)),
+        affected=affected,
     )
+
+
+def _node_list(rendered: str | None) -> tuple[str, ...]:
+    """`culprit.nodes` renders to node names separated by commas or spaces (a finding about
+    several nodes at once, e.g. every node of a rack whose GPUs are power-braked)."""
+    if not rendered:
+        return ()
+    names = rendered.replace(",", " ").split()
+    return tuple(dict.fromkeys(n.strip("[]'\"") for n in names if n.strip("[]'\"")))
 
 
 def _lenient(loaded: LoadedRunbook, step: Step, field: str, context: dict[str, Any]) -> str | None:

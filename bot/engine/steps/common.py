@@ -40,13 +40,25 @@ def render_with(loaded: LoadedRunbook, step: Step, key: str, state: RunState) ->
     return loaded.template(step.id, f"with.{key}").render(step_context(state))
 
 
+#: `with: {nodes: "*"}`: a signal step reads every node of the fleet (still one query).
+ALL_NODES = "*"
+
+
 def target_nodes(loaded: LoadedRunbook, step: Step, state: RunState) -> list[str]:
-    """The nodes a gather step reads: `with.nodes`/`with.node`, else the `node` input."""
+    """The nodes a gather step reads: `with.nodes`/`with.node`, else the `node` input.
+    Empty means "the run's workload's nodes", or the whole fleet for `nodes: "*"`."""
     rendered = render_with(loaded, step, "nodes", state) or render_with(loaded, step, "node", state)
     if rendered is None:
         inputs = state.get("inputs", {})
         rendered = inputs.get("nodes") or inputs.get("node") or ""
+    if str(rendered).strip() == ALL_NODES:
+        return []
     return expand_nodes(str(rendered)) if rendered else []
+
+
+def fleet_wide(loaded: LoadedRunbook, step: Step, state: RunState) -> bool:
+    """Whether the step asked for every node (`with: {nodes: "*"}`)."""
+    return (render_with(loaded, step, "nodes", state) or "").strip() == ALL_NODES
 
 
 def step_window(loaded: LoadedRunbook, step: Step, state: RunState) -> timedelta:

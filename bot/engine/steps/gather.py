@@ -1,12 +1,16 @@
 """Gather steps: read a signal from Telemetry or objects/logs from the Cluster.
 
 Outputs are summaries that expressions can read: for a signal, `max`, `min`, `sum`, `count`,
-`any`, `argmax`, `over_zero` and `missing`/`missing_nodes`. A missing signal has `max == null`,
-so a check that needs it becomes *unknown* instead of silently passing.
+`any`, `argmax`, `argmin`, `median`, `over_zero`, `present_nodes`, the samples far from the
+median (`low_outliers`/`high_outliers` and their nodes), per-label spreads for the signal's
+`keep_labels` (`distinct`, `majority`, `minority_nodes`, `node_labels`) and
+`missing`/`missing_nodes`. A missing signal has `max == null`, so a check that needs it becomes
+*unknown* instead of silently passing.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -14,13 +18,16 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from bot.diagnosis.logs import classify_text
+from bot.diagnosis.spread import OUTLIER_RATIO, find_outliers, label_spread, median
 from bot.engine.loading import LoadedRunbook
 from bot.engine.schema import Step
 from bot.engine.state import Deps, RunState
 from bot.engine.steps.common import (
+    fleet_wide,
     format_window,
     output,
     parse_duration,
+    render_with,
     step_window,
     target_nodes,
 )
@@ -29,12 +36,22 @@ from integrations.telemetry import Sample, SignalQuery, SignalResult
 
 NodeFn = Callable[[RunState, Runtime[Deps]], dict[str, Any]]
 MAX_SAMPLES = 64
+#: Bits decoded from a bitmask signal: DCGM's clock-event reasons use 0x1 .. 0x100.
+BITMASK_BITS = 9
 
 
 def summarize_signal(
-    result: SignalResult, *, nodes: list[str], window: timedelta, error: str | None = None
+    result: SignalResult,
+    *,
+    nodes: list[str],
+    window: timedelta,
+    error: str | None = None,
+    keep_labels: tuple[str, ...] = (),
+    outlier_ratio: float = OUTLIER_RATIO,
+    bitmask: bool = False,
 ) -> dict[str, Any]:
-    """Turn a SignalResult into the JSON-safe summary expressions read."""
+    """Turn a SignalResult into the JSON-safe summary expressions read. A `bitmask` signal
+    (unit `bitmask`, e.g. clock-event reasons) also gets `bit_nodes`: bit -> nodes with it set."""
     samples = sorted(result.samples, key=lambda s: (-s.value, s.node))
     values = [s.value for s in samples]
     missing = not samples
@@ -47,18 +64,84 @@ def summarize_signal(
         "max": max(values) if values else None,
         "min": min(values) if values else None,
         "sum": sum(values) if values else None,
+        "median": median(values),
         "any": (len(over_zero) > 0) if values else None,
         "argmax": _sample_dict(samples[0]) if samples else {},
+        "argmin": _sample_dict(samples[-1]) if samples else {},
         "over_zero": over_zero[:MAX_SAMPLES],
         "over_zero_nodes": sorted({s["node"] for s in over_zero}),
+        "present_nodes": sorted({s.node for s in samples}),
+        "sparse_nodes": _sparse_nodes(samples),
         "samples": [_sample_dict(s) for s in samples[:MAX_SAMPLES]],
         "missing": missing,
         "missing_nodes": list(result.missing_nodes),
         "queries": result.queries,
+        **_outliers(samples, ratio=outlier_ratio),
+        **_label_spreads(samples, keep_labels),
+        **({"bit_nodes": _bit_nodes(samples)} if bitmask else {}),
     }
     if error:
         summary["error"] = error
     return summary
+
+
+def _sparse_nodes(samples: list[Sample]) -> list[str]:
+    """Nodes with fewer samples than most nodes have: a GPU or port gone from the exporter
+    (fallen off the bus) while the rest of the node still reports."""
+    per_node = Counter(s.node for s in samples)
+    if not per_node:
+        return []
+    usual = Counter(per_node.values()).most_common(1)[0][0]
+    return sorted(n for n, count in per_node.items() if count < usual)
+
+
+def _outliers(samples: list[Sample], *, ratio: float) -> dict[str, Any]:
+    """Samples far below / above the median, and the nodes they are on (see diagnosis.spread)."""
+    found = find_outliers([s.value for s in samples], ratio=ratio)
+    low = [samples[i] for i in reversed(found.low)]  # furthest from the median first
+    high = [samples[i] for i in found.high]
+    return {
+        "low_outliers": [_sample_dict(s) for s in low[:MAX_SAMPLES]],
+        "low_outlier_nodes": sorted({s.node for s in low}),
+        "high_outliers": [_sample_dict(s) for s in high[:MAX_SAMPLES]],
+        "high_outlier_nodes": sorted({s.node for s in high}),
+    }
+
+
+def _label_spreads(samples: list[Sample], labels: tuple[str, ...]) -> dict[str, Any]:
+    """For each kept label: its distinct values, the majority value, the nodes that differ,
+    and each node's value (from the node's first sample), for cross-node correlation."""
+    if not labels:
+        return {}
+    node_labels: dict[str, dict[str, str]] = {}
+    for sample in sorted(samples, key=lambda s: s.node):
+        node_labels.setdefault(
+            sample.node, {k: sample.labels[k] for k in labels if k in sample.labels}
+        )
+    distinct, majority, minority = {}, {}, {}
+    for label in labels:
+        spread = label_spread({n: v[label] for n, v in node_labels.items() if label in v})
+        distinct[label] = list(spread.distinct)
+        majority[label] = spread.majority
+        minority[label] = list(spread.minority_nodes)
+    return {
+        "distinct": distinct,
+        "majority": majority,
+        "minority_nodes": minority,
+        "node_labels": node_labels,
+    }
+
+
+def _bit_nodes(samples: list[Sample]) -> dict[str, list[str]]:
+    """For each of the 9 low bits (0x1 .. 0x100, every key always present so a check can index
+    it), the nodes where some sample has it set."""
+    found: dict[str, set[str]] = {str(1 << b): set() for b in range(BITMASK_BITS)}
+    for sample in samples:
+        value = int(sample.value)
+        for b in range(BITMASK_BITS):
+            if value >> b & 1:
+                found[str(1 << b)].add(sample.node)
+    return {bit: sorted(nodes) for bit, nodes in found.items()}
 
 
 def _sample_dict(sample: Sample) -> dict[str, Any]:
@@ -71,15 +154,30 @@ def make_signal_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
     def signal_node(state: RunState, runtime: Runtime[Deps]) -> dict[str, Any]:
         nodes = target_nodes(loaded, step, state)
         window = step_window(loaded, step, state)
-        workload = state.get("inputs", {}).get("job") or state.get("inputs", {}).get("service")
+        inputs = state.get("inputs", {})
+        workload = (
+            None if fleet_wide(loaded, step, state) else inputs.get("job") or inputs.get("service")
+        )
         query = SignalQuery(signal=signal, nodes=tuple(nodes), window=window, workload=workload)
         try:
             result = runtime.context.telemetry.read(query)
-            error = None
+            error = backend = None
         except TelemetryUnavailable as exc:
             result = SignalResult(signal=signal, missing_nodes=tuple(nodes), queries=1)
             error = f"telemetry unavailable: {exc}"
-        return output(step, summarize_signal(result, nodes=nodes, window=window, error=error))
+            backend = exc.backend or "telemetry"  # read by steps.backends: telemetry suspect
+        ratio = render_with(loaded, step, "outlier_ratio", state)
+        spec = runtime.context.signals.get(signal) if signal in runtime.context.signals else None
+        summary = summarize_signal(
+            result,
+            nodes=nodes,
+            window=window,
+            error=error,
+            keep_labels=spec.keep_labels if spec else (),
+            outlier_ratio=float(ratio) if ratio else OUTLIER_RATIO,
+            bitmask=spec is not None and spec.unit == "bitmask",
+        )
+        return output(step, summary | ({"unavailable": backend} if backend else {}))
 
     return signal_node
 
@@ -111,6 +209,7 @@ def _read_node(deps: Deps, nodes: list[str], state: RunState) -> dict[str, Any]:
             "ready": n.ready,
             "unschedulable": n.unschedulable,
             "conditions": n.conditions,
+            "labels": n.labels,
             "taints": list(n.taints),
             "gpu_capacity": n.gpu_capacity,
             "gpu_allocatable": n.gpu_allocatable,
@@ -193,6 +292,15 @@ def _classified(deps: Deps, text: str) -> dict[str, Any]:
             for m in found.matches[:20]
         ],
         "match_count": len(found.matches),
+        "signatures": sorted({m.signature for m in found.matches}),
+        "layers": sorted({m.layer for m in found.matches if m.layer and not m.secondary}),
+        "critical_layers": sorted(
+            {
+                m.layer
+                for m in found.matches
+                if m.layer and not m.secondary and m.severity == "critical"
+            }
+        ),
     }
 
 

@@ -1,4 +1,6 @@
-"""The localize step: every check outcome -> a verdict (bot.diagnosis.localizing)."""
+"""The localize step: every check outcome -> a verdict (bot.diagnosis.localizing), then, when
+the runbook asks for it, cross-node correlation (bot.diagnosis.correlating) over the per-node
+labels its source steps gathered."""
 
 from __future__ import annotations
 
@@ -6,22 +8,48 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from bot.diagnosis.correlating import correlate
 from bot.diagnosis.findings import CheckOutcome
 from bot.diagnosis.localizing import localize
 from bot.engine.loading import LoadedRunbook
 from bot.engine.schema import Step, StepKind
 from bot.engine.state import Deps, RunState
+from bot.engine.steps.backends import backend_outcome
 from bot.engine.steps.common import output
 from bot.engine.steps.gather import NodeFn
 
 
 def make_localize_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
     checks = [s.id for s in loaded.runbook.steps if s.kind is StepKind.CHECK]
+    spec = step.localize.correlate if step.localize else None
 
     def localize_node(state: RunState, runtime: Runtime[Deps]) -> dict[str, Any]:
         steps = state.get("steps", {})
         outcomes = [CheckOutcome.from_dict(steps[c]) for c in checks if c in steps]
-        verdict = localize(outcomes)
+        unavailable = backend_outcome(steps)  # a backend down: telemetry suspect
+        verdict = localize(outcomes + ([unavailable] if unavailable else []))
+        if spec is not None:
+            labels = node_labels(steps[s] for s in spec.sources if s in steps)
+            verdict = correlate(
+                verdict,
+                labels,
+                domains=spec.domains,
+                min_nodes=spec.min_nodes,
+                min_share=spec.min_share,
+            )
         return output(step, verdict.to_dict())
 
     return localize_node
+
+
+def node_labels(outputs: Any) -> dict[str, dict[str, str]]:
+    """Node -> label -> value, merged from cluster `node` reads (the node's Kubernetes labels)
+    and signal summaries (the `keep_labels` of each node's samples)."""
+    merged: dict[str, dict[str, str]] = {}
+    for data in outputs:
+        if data.get("kind") == "cluster":
+            for item in data.get("items", []):
+                merged.setdefault(item["name"], {}).update(item.get("labels") or {})
+        for node, labels in (data.get("node_labels") or {}).items():
+            merged.setdefault(node, {}).update(labels)
+    return merged

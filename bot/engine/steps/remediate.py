@@ -75,25 +75,35 @@ def _proposals(
                     continue
             except ExpressionError:
                 continue
-        target = str(context.get("target", ""))
-        if proposal.target is not None:
-            target = loaded.template(step.id, f"{where}.target").render(context).strip()
         params: dict[str, Any] = {}
         for key, value in proposal.params.items():
             params[key] = _render_param(loaded, step, f"{where}.params.{key}", value, context)
         spec = deps.actions.get(proposal.action)
-        proposals.append(
-            {
-                "action": proposal.action,
-                "target": target,
-                "params": params,
-                "risk": spec.risk.value,
-                "destructive": spec.destructive,
-                "reason": proposal.reason,
-                "description": spec.describe(target, params),
-            }
-        )
+        for target in _targets(step, loaded, where, context):
+            proposals.append(
+                {
+                    "action": proposal.action,
+                    "target": target,
+                    "params": params,
+                    "risk": spec.risk.value,
+                    "destructive": spec.destructive,
+                    "reason": proposal.reason,
+                    "description": spec.describe(target, params),
+                }
+            )
     return proposals
+
+
+def _targets(step: Step, loaded: LoadedRunbook, where: str, context: dict[str, Any]) -> list[str]:
+    """`targets` (one proposal per rendered item), else `target`, else the run's target."""
+    index = int(where.rsplit(".", 1)[1])
+    proposal = (step.propose or [])[index]
+    if proposal.targets is not None:
+        rendered = loaded.template(step.id, f"{where}.targets").render(context)
+        return list(dict.fromkeys(t for t in rendered.replace(",", " ").split() if t))
+    if proposal.target is not None:
+        return [loaded.template(step.id, f"{where}.target").render(context).strip()]
+    return [str(context.get("target", ""))]
 
 
 def _render_param(
@@ -187,6 +197,7 @@ def make_act_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
                 incident=state.get("incident", ""),
                 idempotency_key=key,
                 verdict=verdict,
+                silences=deps.silences,
             )
             results.append(
                 execute_once(
@@ -223,7 +234,10 @@ def make_verify_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
             step_context(state)
         ):
             return output(step, {"status": "skipped", "reason": f"condition not met: {spec.when}"})
-        nodes = expand_nodes(str(state.get("inputs", {}).get("node") or state.get("target", "")))
+        inputs = state.get("inputs", {})
+        workload = inputs.get("job") or inputs.get("service")  # job runbooks verify the job
+        target = inputs.get("node") or ("" if workload else state.get("target", ""))
+        nodes = expand_nodes(str(target)) if target else []
         window = parse_duration(spec.window) if spec.window else step_window(loaded, step, state)
         deadline = deps.clock.now() + parse_duration(spec.within)
         interval = parse_duration(spec.interval)
@@ -232,13 +246,15 @@ def make_verify_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
             polls += 1
             try:
                 result = deps.telemetry.read(
-                    SignalQuery(signal=spec.signal, nodes=tuple(nodes), window=window)
+                    SignalQuery(
+                        signal=spec.signal, nodes=tuple(nodes), window=window, workload=workload
+                    )
                 )
             except TelemetryUnavailable:
                 result = SignalResult(signal=spec.signal, missing_nodes=tuple(nodes))
             queries += result.queries
             summary = summarize_signal(result, nodes=nodes, window=window)
-            if _holds(expect, summary):
+            if _holds(expect, summary, step_context(state)):
                 return output(step, _verified("passed", summary, polls, queries, deps))
             if deps.clock.now() + interval > deadline or interval <= timedelta(0):
                 return output(step, _verified("failed", summary, polls, queries, deps))
@@ -247,10 +263,13 @@ def make_verify_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
     return verify_node
 
 
-def _holds(expect: Any, summary: dict[str, Any]) -> bool:
+def _holds(expect: Any, summary: dict[str, Any], run: dict[str, Any]) -> bool:
+    """`expect` over the fresh reading (`value` = its max, `min`, `median`, ...), which may
+    also compare with the run's inputs and earlier steps (e.g. `median >= drop *
+    baseline.median`)."""
     if summary.get("missing"):
         return False
-    context = dict(summary) | {"value": summary.get("max")}
+    context = run | dict(summary) | {"value": summary.get("max")}
     try:
         return bool(expect.test(context))
     except ExpressionError:

@@ -1,0 +1,142 @@
+"""Shared pieces of the benchmarks: fleets of any size, a timing Telemetry wrapper, statistics,
+the machine description, and the real-server helpers of tests/servers (Debian's prometheus).
+
+Benchmarks are scripts, not tests: `python bench/<name>.py --help`.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # the real-server fixtures (servers.prometheus)
+
+from integrations.sim.scenarios import Scenario, parse_scenario  # noqa: E402
+from integrations.sim.topology import NODE_PREFIX, node_name_width  # noqa: E402
+from integrations.telemetry import SignalQuery, SignalResult, Telemetry  # noqa: E402
+
+FAULTY = 3
+"""Index of the node with the ECC storm in every benchmark fleet."""
+
+
+def node(index: int, nodes: int) -> str:
+    return f"{NODE_PREFIX}{index:0{node_name_width(nodes)}d}"
+
+
+def ecc_fleet(nodes: int) -> Scenario:
+    """An H100 fleet of `nodes` nodes: a training job on the first 8, inference on two more,
+    double-bit ECC errors on GPU 5 of node 3 since 10 minutes ago (the demo's fault)."""
+    return parse_scenario(
+        {
+            "apiVersion": "gpu-oncall/v1",
+            "kind": "Scenario",
+            "metadata": {"name": f"bench-ecc-{nodes}"},
+            "fleet": {
+                "nodes": nodes,
+                "gpus_per_node": 8,
+                "hcas_per_node": 8,
+                "dcgm_counters": "all",
+                "workloads": [
+                    {"kind": "training", "name": "llm-pretrain", "nodes": _range(0, 7, nodes)},
+                    {"kind": "inference", "name": "vllm-chat", "nodes": _range(12, 13, nodes)},
+                ],
+            },
+            "faults": [
+                {"kind": "ecc_dbe_storm", "node": node(FAULTY, nodes), "gpu": 5, "start": "-10m"}
+            ],
+            "trigger": {
+                "alert": {"alertname": "GPUEccStorm", "labels": {"Hostname": node(FAULTY, nodes)}}
+            },
+        },
+        source=f"bench fleet of {nodes} nodes",
+    )
+
+
+def _range(lo: int, hi: int, nodes: int) -> str:
+    width = node_name_width(nodes)
+    return f"{NODE_PREFIX}[{lo:0{width}d}-{hi:0{width}d}]"
+
+
+@dataclass
+class TimedTelemetry:
+    """Wraps a Telemetry adapter and records when each read ran (runs are measured one at a
+    time, so every interval recorded during a run belongs to it)."""
+
+    inner: Telemetry
+    intervals: list[tuple[float, float, int]] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def read(self, query: SignalQuery) -> SignalResult:
+        start = time.perf_counter()
+        queries = 0
+        try:
+            result = self.inner.read(query)
+            queries = result.queries
+            return result
+        finally:
+            with self._lock:
+                self.intervals.append((start, time.perf_counter(), queries))
+
+    def queries(self, since: float, until: float) -> int:
+        """Backend queries of the reads that started in [since, until]."""
+        with self._lock:
+            return sum(q for a, _b, q in self.intervals if since <= a <= until)
+
+    def busy_seconds(self, since: float, until: float) -> float:
+        """Wall time within [since, until] when at least one read was in flight (reads run
+        concurrently; overlapping reads count once)."""
+        with self._lock:
+            spans = sorted(
+                (max(a, since), min(b, until)) for a, b, _q in self.intervals if b > since
+            )
+        total, end = 0.0, since
+        for a, b in spans:
+            if b <= end:
+                continue
+            total += b - max(a, end)
+            end = b
+        return total
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-quantile (0..1) by linear interpolation."""
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(sorted(values), n=1000, method="inclusive")[round(q * 1000) - 1]
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on."""
+    mem = 0
+    meminfo = Path("/proc/meminfo")
+    if meminfo.exists():
+        first = meminfo.read_text().splitlines()[0].split()
+        mem = int(first[1]) // (1024 * 1024)
+    return {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+        "cpus": os.cpu_count(),
+        "memory_gib": mem,
+        "python": platform.python_version(),
+        "platform": platform.platform(terse=True),
+        "load_average_1m": round(os.getloadavg()[0], 2),
+    }
+
+
+def relax_sqlite_sync(db: Any, checkpointer: Any) -> None:
+    """`PRAGMA synchronous=NORMAL` on the bot's SQLite database and checkpoint file (WAL stays
+    consistent; the last commits may be lost on power failure, not on a crash). Benchmark
+    option only, to show how much of a run is fsync."""
+    from sqlalchemy import event
+
+    event.listen(db, "connect", lambda conn, _record: conn.execute("PRAGMA synchronous=NORMAL"))
+    db.dispose()
+    checkpointer.conn.execute("PRAGMA synchronous=NORMAL")

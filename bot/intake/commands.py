@@ -1,0 +1,290 @@
+"""The `/gpu` grammar (DESIGN §9): command text -> a typed Command. Pure; shared by Slack and CLI.
+
+Runbook names, their `/gpu` verbs and their node-typed inputs come in as plain data
+(`RunbookSyntax`), so this module never reads the catalog or the database. Every refusal is a
+UserInputError that names what was wrong and what is valid. Incident ids are checked for
+shape here; whether the incident exists is the caller's lookup (`reporting.read_incident`).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from bot.errors import UserInputError
+from integrations.errors import InvalidName
+from integrations.names import check_node_name
+
+_KEY = re.compile(r"^[a-z_][a-z0-9_]*$")
+_INCIDENT = re.compile(r"^(?:inc-?)?(\d{1,9})$", re.IGNORECASE)
+_WINDOW = re.compile(r"^(\d{1,4})([mhdw])$")
+_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+MAX_WINDOW = timedelta(days=366)
+DEFAULT_WINDOW = "7d"
+
+
+@dataclass(frozen=True)
+class RunbookSyntax:
+    """What the grammar needs to know of one runbook."""
+
+    name: str
+    target_input: str | None = None
+    node_inputs: frozenset[str] = frozenset()
+    verbs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Diagnose:
+    node: str
+
+
+@dataclass(frozen=True)
+class RunRunbook:
+    runbook: str
+    inputs: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ListIncidents:
+    include_resolved: bool = False
+
+
+@dataclass(frozen=True)
+class ShowIncident:
+    incident_id: int
+
+
+@dataclass(frozen=True)
+class Ack:
+    incident_id: int
+
+
+@dataclass(frozen=True)
+class Postmortem:
+    incident_id: int
+
+
+@dataclass(frozen=True)
+class Mttr:
+    window: timedelta
+    label: str
+
+
+@dataclass(frozen=True)
+class ListRunbooks:
+    pass
+
+
+@dataclass(frozen=True)
+class Help:
+    pass
+
+
+@dataclass(frozen=True)
+class BreakerReset:
+    """Reserved: resets the cordon circuit breaker (DESIGN §6) once it exists."""
+
+
+Command = (
+    Diagnose
+    | RunRunbook
+    | ListIncidents
+    | ShowIncident
+    | Ack
+    | Postmortem
+    | Mttr
+    | ListRunbooks
+    | Help
+    | BreakerReset
+)
+
+USAGE: tuple[tuple[str, str], ...] = (
+    ("diagnose <node>", "sweep every layer of one node (node-diagnose)"),
+    ("run <runbook> [key=value ...]", "run any runbook, e.g. run ecc-storm node=gpu-node-03"),
+    ("incidents [all]", "open incidents (all: include resolved)"),
+    ("incident <id>", "one incident: state, verdict, MTTR figures, latest events"),
+    ("ack <id>", "acknowledge an incident"),
+    ("postmortem <id>", "upload the incident's postmortem (Markdown) to this channel"),
+    (
+        "mttr [window]",
+        f"MTTD / time to diagnosis / MTTM / MTTR per runbook (default {DEFAULT_WINDOW})",
+    ),
+    ("runbooks", "list runbooks and their triggers"),
+    ("help", "this list"),
+)
+"""The grammar, in the order `help` shows it."""
+
+VERBS = (
+    "diagnose",
+    "run",
+    "incidents",
+    "incident",
+    "ack",
+    "postmortem",
+    "mttr",
+    "runbooks",
+    "help",
+)
+
+
+def parse_command(text: str, *, runbooks: Sequence[RunbookSyntax] = ()) -> Command:
+    """Parse the text after `/gpu`. Empty text means help."""
+    words = _split(text)
+    if not words:
+        return Help()
+    verb, args = words[0].lower(), words[1:]
+    simple = _simple(verb, args)
+    if simple is not None:
+        return simple
+    if verb == "diagnose":
+        return Diagnose(node=_node(_one(verb, args, "<node>"), where="diagnose"))
+    if verb == "run":
+        if not args:
+            raise UserInputError(f"/gpu run needs a runbook (runbooks: {_names(runbooks)})")
+        syntax = _runbook(args[0], runbooks)
+        return RunRunbook(runbook=args[0], inputs=_inputs(args[1:], syntax))
+    for syntax in runbooks:
+        if verb in syntax.verbs:
+            return _runbook_verb(verb, args, syntax)
+    raise UserInputError(f"unknown command '{verb}' (commands: {', '.join(_all_verbs(runbooks))})")
+
+
+def _simple(verb: str, args: list[str]) -> Command | None:
+    """The verbs whose arguments need no runbook knowledge."""
+    if verb == "help":
+        return Help()
+    if verb == "runbooks":
+        _none(verb, args)
+        return ListRunbooks()
+    if verb == "incidents":
+        if args and [a.lower() for a in args] != ["all"]:
+            raise UserInputError(
+                f"/gpu incidents takes no argument or 'all', not '{' '.join(args)}' "
+                "(for one incident: /gpu incident INC-42)"
+            )
+        return ListIncidents(include_resolved=bool(args))
+    if verb in ("incident", "ack", "postmortem"):
+        incident_id = parse_incident_id(_one(verb, args, "<id>"))
+        if verb == "ack":
+            return Ack(incident_id)
+        return ShowIncident(incident_id) if verb == "incident" else Postmortem(incident_id)
+    if verb == "mttr":
+        if len(args) > 1:
+            raise UserInputError(f"/gpu mttr takes one window such as 7d or 24h, not {len(args)}")
+        label = args[0].lower() if args else DEFAULT_WINDOW
+        return Mttr(window=parse_window(label), label=label)
+    if verb == "breaker":
+        if [a.lower() for a in args] != ["reset"]:
+            raise UserInputError("the only breaker command is /gpu breaker reset")
+        return BreakerReset()
+    return None
+
+
+def parse_incident_id(text: str) -> int:
+    """`INC-42`, `inc-42` or `42` -> 42."""
+    match = _INCIDENT.match(text.strip())
+    if match is None or int(match.group(1)) == 0:
+        raise UserInputError(
+            f"'{text}' is not an incident id (use INC-42 or 42; /gpu incidents lists them)"
+        )
+    return int(match.group(1))
+
+
+def parse_window(text: str) -> timedelta:
+    """`90m`, `24h`, `7d`, `2w` -> a timedelta of at most a year."""
+    match = _WINDOW.match(text.strip().lower())
+    if match is None:
+        raise UserInputError(
+            f"'{text}' is not a window (a number and a unit m, h, d or w: 90m, 24h, 7d, 2w)"
+        )
+    window = timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+    if not timedelta(0) < window <= MAX_WINDOW:
+        raise UserInputError(f"window '{text}' must be more than 0 and at most 366d")
+    return window
+
+
+def parse_pairs(pairs: Iterable[str], *, where: str = "input") -> dict[str, str]:
+    """`key=value` words -> a dict. Malformed pairs, bad keys and repeated keys are refused."""
+    inputs: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not _KEY.match(key) or not value:
+            raise UserInputError(
+                f"{where} '{pair}' is not key=value (e.g. node=gpu-node-07 window=30m; "
+                "keys are lower-case letters, digits and _)"
+            )
+        if key in inputs:
+            raise UserInputError(f"{where} '{key}' is given twice")
+        inputs[key] = value
+    return inputs
+
+
+def _runbook_verb(verb: str, args: list[str], syntax: RunbookSyntax) -> RunRunbook:
+    """`/gpu ecc gpu-node-03 window=30m`: a runbook's own verb; a bare first word is its target."""
+    if not syntax.target_input:
+        return RunRunbook(syntax.name, _inputs(args, syntax))
+    if not args or "=" in args[0]:
+        raise UserInputError(f"/gpu {verb} needs a {syntax.target_input}: /gpu {verb} <target>")
+    inputs = {syntax.target_input: args[0], **parse_pairs(args[1:])}
+    return RunRunbook(syntax.name, _checked(inputs, syntax))
+
+
+def _inputs(args: list[str], syntax: RunbookSyntax | None) -> dict[str, str]:
+    inputs = parse_pairs(args)
+    return _checked(inputs, syntax) if syntax else inputs
+
+
+def _checked(inputs: dict[str, str], syntax: RunbookSyntax) -> dict[str, str]:
+    for key in syntax.node_inputs & set(inputs):
+        inputs[key] = _node(inputs[key], where=f"{syntax.name}: input '{key}'")
+    return inputs
+
+
+def _runbook(name: str, runbooks: Sequence[RunbookSyntax]) -> RunbookSyntax | None:
+    if not runbooks:
+        return None
+    for syntax in runbooks:
+        if syntax.name == name:
+            return syntax
+    raise UserInputError(f"unknown runbook '{name}' (runbooks: {_names(runbooks)})")
+
+
+def _node(text: str, *, where: str) -> str:
+    try:
+        return check_node_name(text)
+    except InvalidName as exc:
+        raise UserInputError(f"{where}: {exc}") from exc
+
+
+def _one(verb: str, args: list[str], what: str) -> str:
+    if len(args) != 1:
+        got = "nothing" if not args else f"'{' '.join(args)}'"
+        raise UserInputError(f"/gpu {verb} takes one argument, {what} (got {got})")
+    return args[0]
+
+
+def _none(verb: str, args: list[str]) -> None:
+    if args:
+        raise UserInputError(f"/gpu {verb} takes no arguments (got '{' '.join(args)}')")
+
+
+def _split(text: str) -> list[str]:
+    # Slack escapes &, < and > in command text, and phones type curly quotes.
+    plain = html.unescape(text).replace("\u201c", '"').replace("\u201d", '"')
+    try:
+        return shlex.split(plain.replace("\u2018", "'").replace("\u2019", "'"))
+    except ValueError as exc:
+        raise UserInputError(f"cannot read the command: {exc} (close every quote)") from exc
+
+
+def _names(runbooks: Sequence[RunbookSyntax]) -> str:
+    return ", ".join(sorted(s.name for s in runbooks)) or "none loaded"
+
+
+def _all_verbs(runbooks: Sequence[RunbookSyntax]) -> list[str]:
+    extra = sorted({v for s in runbooks for v in s.verbs} - set(VERBS))
+    return [*VERBS, *extra]

@@ -1,0 +1,63 @@
+"""Received alerts as plain rows for `gpu-oncall alerts`: what arrived, where it went, and for
+an alert no runbook took, why. The reason is found by routing the alert again with today's
+runbooks, so the listing stays right after a runbook that takes the alert is added.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+from sqlmodel import Session
+
+from bot.intake.alerts import Alert
+from bot.intake.routing import AlertRoute, Unroutable, route_alert
+from storage import alerts as alert_store
+from storage.tables import ReceivedAlert
+
+
+def alert_rows(
+    session: Session, *, routes: Mapping[str, AlertRoute], unrouted: bool, limit: int
+) -> list[dict[str, Any]]:
+    """Newest first. `unrouted`: only alerts attached to no incident that no runbook takes."""
+    rows: list[dict[str, Any]] = []
+    batch = alert_store.list_alerts(session, unattached_only=unrouted, limit=limit * 4 or 1)
+    for stored in batch:
+        reason = _unroutable_reason(stored, routes) if stored.incident_id is None else None
+        if unrouted and reason is None:
+            continue  # e.g. a resolved alert whose incident had already closed
+        rows.append(_row(stored, reason))
+        if len(rows) >= limit:
+            break
+    return rows
+
+
+def _unroutable_reason(stored: ReceivedAlert, routes: Mapping[str, AlertRoute]) -> str | None:
+    try:
+        alert = Alert(
+            status="firing" if stored.status == "firing" else "resolved",
+            labels=dict(stored.labels),
+            startsAt=stored.starts_at,
+            fingerprint=stored.fingerprint,
+        )
+    except ValidationError:
+        return "stored alert no longer parses"
+    route = route_alert(alert, routes)
+    return route.reason if isinstance(route, Unroutable) else None
+
+
+def _row(stored: ReceivedAlert, reason: str | None) -> dict[str, Any]:
+    return {
+        "received_at": stored.received_at,
+        "status": stored.status,
+        "alertname": stored.alertname,
+        "fingerprint": stored.fingerprint,
+        "starts_at": stored.starts_at,
+        "ends_at": stored.ends_at,
+        "labels": dict(stored.labels),
+        "annotations": dict(stored.annotations),
+        "incident": f"INC-{stored.incident_id}" if stored.incident_id else None,
+        "runbook": stored.runbook,
+        "reason": reason,
+    }

@@ -1,0 +1,208 @@
+"""Answers to `/gpu` commands, after the listener has acknowledged them.
+
+`diagnose` and `run` validate the inputs, post the triage message, open (or attach to) the
+incident and hand the run to the run pool; the rest read the database and answer ephemerally,
+except `postmortem`, which uploads the Markdown export to the channel for everyone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+
+from slack_sdk.errors import SlackApiError
+
+from bot.engine.catalog import RunbookCatalog
+from bot.engine.loading import LoadedRunbook
+from bot.engine.running import resolve_inputs
+from bot.errors import NotFound, UserInputError
+from bot.incidents import lifecycle
+from bot.incidents.mttr import MttrFigures, TimestampOrderError, aggregate
+from bot.incidents.reporting import read_incident, read_postmortem, read_views
+from bot.incidents.states import IncidentState
+from bot.incidents.views import incident_view
+from bot.intake import commands as grammar
+from bot.slack import answers, messages
+from bot.slack.deps import Reply, SlackDeps
+from bot.slack.failures import guarded
+from bot.slack.kit import Block
+from bot.slack.triaging import TriageMessages
+from integrations.errors import NodeNotFound
+from storage import incidents as incident_store
+from storage.db import session_scope
+
+_NOT_MEMBER = {"not_in_channel", "channel_not_found", "is_archived"}
+
+
+def command_syntax(catalog: RunbookCatalog) -> list[grammar.RunbookSyntax]:
+    """What the `/gpu` grammar needs of the loaded runbooks."""
+    return [
+        grammar.RunbookSyntax(
+            name=loaded.name,
+            target_input=loaded.runbook.target_input,
+            node_inputs=frozenset(n for n, s in loaded.runbook.inputs.items() if s.type == "node"),
+            verbs=tuple(v for v in loaded.runbook.triggers.commands if v not in grammar.VERBS),
+        )
+        for loaded in catalog.runbooks.values()
+    ]
+
+
+class Replies:
+    """Carries out one parsed `/gpu` command for the person who typed it."""
+
+    def __init__(self, deps: SlackDeps, messages: TriageMessages) -> None:
+        self.deps, self.messages = deps, messages
+        self.syntax = command_syntax(deps.rt.catalog)
+
+    def handle(self, text: str, *, user: str, channel: str, reply: Reply) -> None:
+        command = grammar.parse_command(text, runbooks=self.syntax)
+        catalog = self.deps.rt.catalog
+        match command:
+            case grammar.Diagnose(node=node):
+                loaded = catalog.for_command("diagnose") or catalog.get("node-diagnose")
+                target = loaded.runbook.target_input or "node"
+                self.start(loaded, {target: node}, user=user, channel=channel, reply=reply)
+            case grammar.RunRunbook(runbook=name, inputs=inputs):
+                self.start(catalog.get(name), inputs, user=user, channel=channel, reply=reply)
+            case grammar.ListIncidents(include_resolved=everything):
+                self._incidents(everything, reply)
+            case grammar.ShowIncident(incident_id=incident_id):
+                with session_scope(self.deps.rt.db) as session:
+                    view, events = read_views(session, incident_id)
+                _say(reply, view.ref, answers.incident_blocks(view, events))
+            case grammar.Ack(incident_id=incident_id):
+                self._ack(incident_id, user=user, reply=reply)
+            case grammar.Postmortem(incident_id=incident_id):
+                self._postmortem(incident_id, channel=channel)
+            case grammar.Mttr(window=window, label=label):
+                _say(reply, f"MTTR {label}", answers.mttr_blocks(label, self._mttr(window)))
+            case grammar.ListRunbooks():
+                _say(reply, "Runbooks", answers.runbooks_blocks(self._runbooks()))
+            case grammar.Help():
+                verbs = {v: s.name for s in self.syntax for v in s.verbs}
+                _say(reply, "/gpu help", answers.help_blocks(grammar.USAGE, verbs))
+            case grammar.BreakerReset():
+                reply(text=messages.BREAKER_RESERVED, response_type="ephemeral")
+
+    # -- runs ------------------------------------------------------------------------------------
+    def start(
+        self,
+        loaded: LoadedRunbook,
+        inputs: Mapping[str, str],
+        *,
+        user: str,
+        channel: str,
+        reply: Reply,
+    ) -> None:
+        """Validate, post the message, open the incident, and run on the run pool."""
+        rt = self.deps.rt
+        resolved = resolve_inputs(loaded, inputs)
+        name = loaded.runbook.target_input
+        target = str(resolved[name]) if name else loaded.name
+        kind = loaded.runbook.inputs[name].type if name else "runbook"
+        if kind == "node":
+            try:
+                rt.deps.cluster.nodes([target])
+            except NodeNotFound as exc:
+                raise NotFound(str(exc)) from exc
+        starting = messages.STARTING.format(runbook=loaded.name, target=target)
+        channel, ts = self.messages.placeholder(channel, starting)
+        now = rt.clock.now()
+        with session_scope(rt.db) as session:
+            incident, _opened = lifecycle.open_or_attach(
+                session,
+                runbook=loaded.name,
+                target=target,
+                target_kind=kind,
+                severity="warning",
+                title=f"{loaded.runbook.metadata.title or loaded.name}: {target}",
+                fired_at=now,
+                detected_at=now,
+                actor=user,
+            )
+            incident_id = int(incident.id or 0)
+        live = self.messages.adopt(incident_id=incident_id, channel=channel, ts=ts)
+
+        def run() -> None:
+            outcome = rt.engine.start(
+                loaded,
+                inputs=resolved,
+                incident_id=incident_id,
+                requester=user,
+                on_step=live.on_step,
+            )
+            live.finish(outcome)
+
+        self.deps.runs.submit(guarded(run, reply=reply, rt=rt, incident_id=incident_id))
+
+    # -- reads -----------------------------------------------------------------------------------
+    def _incidents(self, everything: bool, reply: Reply) -> None:
+        with session_scope(self.deps.rt.db) as session:
+            rows = incident_store.list_incidents(session, open_only=not everything)
+            views = [incident_view(row) for row in rows]
+        blocks = answers.incidents_blocks(views, include_resolved=everything)
+        _say(reply, f"{len(views)} incidents", blocks)
+
+    def _ack(self, incident_id: int, *, user: str, reply: Reply) -> None:
+        rt = self.deps.rt
+        with session_scope(rt.db) as session:
+            incident = read_incident(session, incident_id)
+            if incident.state == IncidentState.RESOLVED:
+                raise UserInputError(messages.cannot_ack_resolved(incident.ref))
+            stamped = lifecycle.mark_acknowledged(session, incident, at=rt.clock.now(), actor=user)
+            ref, by, at = incident.ref, incident.acknowledged_by, incident.acknowledged_at
+        if not stamped:
+            reply(text=messages.already_acknowledged(ref, by, at), response_type="ephemeral")
+            return
+        reply(text=messages.acknowledged(ref), response_type="ephemeral")
+        self.messages.refresh_incident(incident_id)
+
+    def _postmortem(self, incident_id: int, *, channel: str) -> None:
+        with session_scope(self.deps.rt.db) as session:
+            incident = read_incident(session, incident_id)
+            document = read_postmortem(session, incident_id, fmt="md")
+            ref, title = incident.ref, incident.title
+        try:
+            self.deps.client.files_upload_v2(
+                channel=channel,
+                content=document,
+                filename=f"{ref}-postmortem.md",
+                title=f"{ref} postmortem",
+                initial_comment=messages.postmortem_comment(ref, title),
+            )
+        except SlackApiError as exc:
+            if exc.response.get("error") in _NOT_MEMBER:
+                raise UserInputError(messages.not_in_channel(channel)) from exc
+            raise
+
+    def _mttr(self, window: timedelta) -> list[answers.MttrRow]:
+        since = self.deps.rt.clock.now() - window
+        with session_scope(self.deps.rt.db) as session:
+            views = [incident_view(r) for r in incident_store.list_resolved(session, since=since)]
+        by_runbook: dict[str, list[MttrFigures]] = {}
+        for view in views:
+            try:
+                by_runbook.setdefault(view.runbook, []).append(view.figures())
+            except TimestampOrderError:
+                continue  # lifecycle refuses such writes; a hand-edited row must not break this
+        rows = [answers.MttrRow(rb, len(f), aggregate(f)) for rb, f in sorted(by_runbook.items())]
+        if len(rows) > 1:
+            every = [f for figures in by_runbook.values() for f in figures]
+            rows.append(answers.MttrRow("all", len(every), aggregate(every)))
+        return rows
+
+    def _runbooks(self) -> list[answers.RunbookRow]:
+        catalog = self.deps.rt.catalog
+        return [
+            answers.RunbookRow(
+                name=name,
+                title=catalog.get(name).runbook.metadata.title,
+                alerts=tuple(a.alertname for a in catalog.get(name).runbook.triggers.alerts),
+                verbs=tuple(catalog.get(name).runbook.triggers.commands),
+            )
+            for name in catalog.names()
+        ]
+
+
+def _say(reply: Reply, text: str, blocks: list[Block]) -> None:
+    reply(text=text, blocks=blocks, response_type="ephemeral")

@@ -1,0 +1,88 @@
+"""The mission runbooks (nccl-hang, mfu-regression, inference-slo-breach) diagnose the same
+through a real Prometheus as through the in-process fleet.
+
+Covers: for one or more scenarios of each mission runbook, the runbook run on its job or
+service through SimTelemetry and through PrometheusTelemetry (Debian's prometheus scraping that
+fleet's exporter endpoint: dcgm-exporter, node_exporter, kube-state-metrics, job metrics,
+vLLM histograms) gives the same layer, culprits, missing signals and fired checks, the
+scenario's expected layer; and the query count stays one per signal step, whatever the job's
+size. Node signals for a job find the job's nodes inside their one query (kube-state-metrics).
+
+The fleets' last 32 minutes are backfilled (mfu-regression looks back 30 minutes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from servers.world import World, diagnosis_of, run_both, runbook_signals, start_world
+
+from bot.config import Settings
+from bot.wiring import load_catalogs
+from integrations.signals import SignalCatalog
+from integrations.sim import SCENARIO_DIR, Fleet, load_scenario
+
+#: (scenario file, runbook, inputs).
+CASES: list[tuple[str, str, dict[str, str]]] = [
+    ("nccl-hang-straggler-rank.yaml", "nccl-hang", {"job": "llm-pretrain"}),
+    ("mfu-ib-symbol-errors.yaml", "mfu-regression", {"job": "llm-pretrain"}),
+    ("slo-kv-cache-exhaustion.yaml", "inference-slo-breach", {"service": "vllm-chat"}),
+]
+FILES = sorted({case[0] for case in CASES})
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory, catalog: SignalCatalog) -> Iterator[World]:
+    fleets = {
+        Path(name).stem: Fleet(load_scenario(SCENARIO_DIR / name), lambda: datetime.now(UTC))
+        for name in FILES
+    }
+    world = start_world(
+        tmp_path_factory.mktemp("missions"),
+        fleets,
+        catalog=catalog,
+        signals=runbook_signals({case[1] for case in CASES}),
+        scrape_interval="5s",
+        scrapes=1,
+        history=timedelta(minutes=32),  # mfu-regression reads 30 minutes
+    )
+    yield world
+    world.close()
+
+
+@pytest.fixture(scope="module")
+def catalogs() -> Any:
+    return load_catalogs(Settings())
+
+
+@pytest.mark.parametrize(("scenario", "runbook", "inputs"), CASES, ids=lambda v: str(v))
+def test_mission_runbook_through_prometheus_equals_the_in_process_one(
+    world: World,
+    catalog: SignalCatalog,
+    catalogs: Any,
+    tmp_path: Path,
+    scenario: str,
+    runbook: str,
+    inputs: dict[str, str],
+) -> None:
+    name = Path(scenario).stem
+    through_sim, through_prometheus, prometheus = run_both(
+        world,
+        name,
+        catalog=catalog,
+        catalogs=catalogs,
+        workdir=tmp_path,
+        runbook=runbook,
+        inputs=inputs,
+    )
+    assert diagnosis_of(through_prometheus) == diagnosis_of(through_sim)
+    signal_steps = sum(1 for out in through_sim.steps.values() if out.get("kind") == "signal")
+    assert prometheus.queries == signal_steps
+    expect = world.fleets[name].scenario.expect
+    assert expect is not None and expect.runbook == runbook
+    assert through_prometheus.verdict["layer"] == expect.layer
+    assert through_prometheus.verdict["culprits"] == expect.culprits

@@ -1,0 +1,183 @@
+"""A real Prometheus (Debian's `prometheus` package) on 127.0.0.1 for the real-server tests.
+
+`PrometheusServer` writes a config into a temporary directory (scrape_interval 1s, one job per
+scrape target, `honor_labels: true` so the simulated exporters' `instance`/`node` labels stay
+as exported), starts the binary on an ephemeral port with its own `--storage.tsdb.path`, waits
+for `/-/ready`, and can wait (bounded polling) until every target has been scraped. A missing
+binary fails the test with the apt package to install; it is never skipped.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+import yaml
+
+#: Bounded polling: at most this long for readiness or the first scrapes, checking every 50 ms.
+WAIT_SECONDS = 30.0
+POLL_SECONDS = 0.05
+
+
+def require_binary(name: str, *, package: str) -> str:
+    """The absolute path of `name`, or fail (never skip) naming the Debian package."""
+    path = shutil.which(name)
+    if path is None:
+        pytest.fail(
+            f"'{name}' not found on PATH: install Debian's package "
+            f"(apt-get install {package}); .ci/run does this in CI",
+            pytrace=False,
+        )
+    return path
+
+
+def free_port() -> int:
+    """A port nothing listens on right now (bound and released on 127.0.0.1)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def poll(check: Callable[[], bool], *, what: str, seconds: float = WAIT_SECONDS) -> None:
+    """Call `check` every 50 ms until it is true; fail naming `what` after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {seconds:.0f}s waiting for {what}", pytrace=False)
+        time.sleep(POLL_SECONDS)
+
+
+@dataclass(frozen=True)
+class ScrapeTarget:
+    """One scrape job: a full metrics URL and target labels added to every series."""
+
+    job: str
+    url: str
+    labels: dict[str, str] = field(default_factory=dict)
+
+    def config(self) -> dict[str, Any]:
+        parts = urlsplit(self.url)
+        return {
+            "job_name": self.job,
+            "honor_labels": True,
+            "metrics_path": parts.path or "/metrics",
+            "static_configs": [{"targets": [parts.netloc], "labels": dict(self.labels)}],
+        }
+
+
+class PrometheusServer:
+    """Debian's prometheus on 127.0.0.1:<ephemeral>, data and config under `workdir`."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        targets: Sequence[ScrapeTarget] = (),
+        scrape_interval: str = "1s",
+        data_dir: Path | None = None,
+        lookback: str | None = None,
+    ) -> None:
+        self.binary = require_binary("prometheus", package="prometheus")
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.workdir = workdir
+        self.targets = list(targets)
+        self.data_dir = data_dir or workdir / "data"
+        self.lookback = lookback
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.config_file = workdir / "prometheus.yml"
+        self.log_file = workdir / "prometheus.log"
+        self.config_file.write_text(
+            yaml.safe_dump(
+                {
+                    "global": {
+                        "scrape_interval": scrape_interval,
+                        "scrape_timeout": scrape_interval,
+                        "evaluation_interval": scrape_interval,
+                    },
+                    "scrape_configs": [t.config() for t in self.targets],
+                }
+            )
+        )
+        self._process: subprocess.Popen[bytes] | None = None
+        self._http = httpx.Client(base_url=self.url, timeout=5.0)
+
+    def start(self) -> PrometheusServer:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        with self.log_file.open("wb") as log:
+            self._process = subprocess.Popen(
+                [
+                    self.binary,
+                    f"--config.file={self.config_file}",
+                    f"--storage.tsdb.path={self.data_dir}",
+                    f"--web.listen-address=127.0.0.1:{self.port}",
+                    "--storage.tsdb.retention.time=1d",
+                    "--log.level=warn",
+                    *([f"--query.lookback-delta={self.lookback}"] if self.lookback else []),
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        poll(self._ready, what=f"prometheus /-/ready on {self.url} (log: {self.log_file})")
+        return self
+
+    @contextmanager
+    def started(self) -> Iterator[PrometheusServer]:
+        """Started for the duration of the block, then stopped."""
+        self.start()
+        try:
+            yield self
+        finally:
+            self.stop()
+
+    def stop(self) -> None:
+        process, self._process = self._process, None
+        self._http.close()
+        if process is None:
+            return
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+    def query(self, promql: str, **params: str) -> list[dict[str, Any]]:
+        """An instant query's result rows (fails the test on an error answer)."""
+        response = self._http.get("/api/v1/query", params={"query": promql, **params})
+        body = response.json()
+        assert body.get("status") == "success", body
+        return list(body["data"]["result"])
+
+    def wait_for_scrapes(self, count: int = 2) -> None:
+        """Until every job's target has been scraped `count` times (Prometheus' own
+        `scrape_samples_scraped`, which no exporter can shadow)."""
+        jobs = sorted({t.job for t in self.targets})
+
+        def scraped() -> bool:
+            rows = self.query(f"count_over_time(scrape_samples_scraped[5m]) >= {count}")
+            return sorted({r["metric"].get("job", "") for r in rows}) == jobs
+
+        poll(scraped, what=f"{count} scrapes of {', '.join(jobs)} by {self.url}")
+
+    def _ready(self) -> bool:
+        if self._process is not None and self._process.poll() is not None:
+            pytest.fail(
+                f"prometheus exited with {self._process.returncode}: "
+                f"{self.log_file.read_text()[-2000:]}",
+                pytrace=False,
+            )
+        try:
+            return self._http.get("/-/ready").status_code == 200
+        except httpx.TransportError:
+            return False
