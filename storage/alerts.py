@@ -240,12 +240,18 @@ def attach_alerts(
     session: Session, *, alert_ids: Sequence[int], incident_id: int, runbook: str | None
 ) -> None:
     """Link many stored alerts to the incident (and runbook) they were routed to."""
-    if not alert_ids:
+    link_alerts(session, [(alert_id, incident_id, runbook) for alert_id in alert_ids])
+
+
+def link_alerts(session: Session, links: Sequence[tuple[int, int, str | None]]) -> None:
+    """Link stored alerts to incidents in one statement: (alert id, incident id, runbook)."""
+    if not links:
         return
     table: Any = ReceivedAlert.__table__  # type: ignore[attr-defined]
     statement = (
         update(table)
         .where(table.c.id == bindparam("alert_id"))
-        .values(incident_id=incident_id, runbook=runbook)
+        .values(incident_id=bindparam("incident"), runbook=bindparam("book"))
     )
-    session.connection().execute(statement, [{"alert_id": i} for i in alert_ids])
+    rows = [{"alert_id": a, "incident": i, "book": r} for a, i, r in links]
+    session.connection().execute(statement, rows)

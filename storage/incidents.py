@@ -8,10 +8,11 @@ unique index, so two replicas receiving the same alert cannot both open an incid
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, col, func, select
 
 from storage.db import insert_unique
@@ -143,3 +144,71 @@ def list_events(
     if pinned_only:
         statement = statement.where(col(TimelineEvent.pinned).is_(True))
     return list(session.exec(statement.order_by(col(TimelineEvent.at), col(TimelineEvent.id))))
+
+
+def find_open_incidents(session: Session, group_keys: Collection[str]) -> dict[str, Incident]:
+    """The open incident of each group key that has one, in one query."""
+    if not group_keys:
+        return {}
+    statement = select(Incident).where(
+        col(Incident.group_key).in_(list(group_keys)), Incident.state != RESOLVED
+    )
+    return {row.group_key: row for row in session.exec(statement)}
+
+
+def insert_incidents(session: Session, rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Insert open incidents at once (columns as in `create_incident`); a group that already has
+    an open incident (another replica won) is skipped by the database. Returns group key -> id
+    of the rows inserted. SQLite and PostgreSQL: one statement; others: one row at a time."""
+    if not rows:
+        return {}
+    dialect = session.get_bind().dialect.name
+    if dialect not in ("sqlite", "postgresql"):
+        return _insert_one_by_one(session, rows)
+    table: Any = Incident.__table__  # type: ignore[attr-defined]
+    insert = sqlite.insert if dialect == "sqlite" else postgresql.insert
+    values = [{"state": "open", "culprits": [], **row} for row in rows]
+    statement = insert(table).on_conflict_do_nothing().returning(table.c.id, table.c.group_key)
+    return {key: int(i) for i, key in session.connection().execute(statement, values)}
+
+
+def _insert_one_by_one(session: Session, rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    created: dict[str, int] = {}
+    for row in rows:
+        try:
+            incident = create_incident(
+                session,
+                runbook=row["runbook"],
+                target=row["target"],
+                target_kind=row["target_kind"],
+                severity=row["severity"],
+                title=row["title"],
+                at=row["created_at"],
+                fired_at=row.get("fired_at"),
+                detected_at=row.get("detected_at"),
+            )
+        except IncidentAlreadyOpenError:
+            continue
+        created[incident.group_key] = int(incident.id or 0)
+    return created
+
+
+def get_incidents(session: Session, ids: Collection[int]) -> dict[int, Incident]:
+    """Incidents by id, in one query."""
+    if not ids:
+        return {}
+    statement = select(Incident).where(col(Incident.id).in_(list(ids)))
+    return {int(row.id or 0): row for row in session.exec(statement)}
+
+
+def append_events(session: Session, events: Sequence[Mapping[str, Any]]) -> None:
+    """Append many timeline events in one statement (keys as `append_event`'s arguments);
+    they get ids in the given order, which orders events of equal time."""
+    if not events:
+        return
+    table: Any = TimelineEvent.__table__  # type: ignore[attr-defined]
+    values = [
+        {"payload": {}, "pinned": False, "run_id": None, "step_id": None, **event}
+        for event in events
+    ]
+    session.connection().execute(table.insert(), values)

@@ -18,8 +18,9 @@ from sqlmodel import Session
 
 from bot.errors import UserInputError
 from bot.incidents.mttr import TimestampOrderError, check_order, format_duration
+from bot.incidents.opening import OpenRequest, clamp_fired_at, opening_events
 from bot.incidents.states import IncidentState, check_transition
-from bot.incidents.timeline import ALERTMANAGER, PINNED_BY_DEFAULT, EventKind, is_human_actor
+from bot.incidents.timeline import PINNED_BY_DEFAULT, EventKind, is_human_actor
 from storage import incidents as store
 from storage.errors import IncidentAlreadyOpenError
 from storage.tables import Incident, TimelineEvent
@@ -98,9 +99,8 @@ def open_incident(
     Raises IncidentAlreadyOpenError when the (runbook, target) group already has an open one.
     """
     detected_at = _aware(detected_at, "detected_at")
-    reported = fired_at = None if fired_at is None else _aware(fired_at, "fired_at")
-    if fired_at is not None and fired_at > detected_at:
-        fired_at = detected_at
+    request = OpenRequest(runbook, target, target_kind, severity, title, fired_at)
+    reported, fired_at = clamp_fired_at(request, detected_at)
     incident = store.create_incident(
         session,
         runbook=runbook,
@@ -112,29 +112,10 @@ def open_incident(
         fired_at=fired_at,
         detected_at=detected_at,
     )
-    incident_id = _id(incident)
-    if fired_at is not None and reported is not None:
-        payload: dict[str, Any] = {"starts_at": reported.isoformat()}
-        if reported != fired_at:
-            payload["clamped_to"] = fired_at.isoformat()
-        record(
-            session,
-            incident_id=incident_id,
-            kind=EventKind.ALERT_FIRED,
-            at=fired_at,
-            actor=ALERTMANAGER,
-            summary=f"Alert fired for {target}",
-            payload=payload,
-        )
-    record(
-        session,
-        incident_id=incident_id,
-        kind=EventKind.INCIDENT_OPENED,
-        at=detected_at,
-        actor=actor,
-        summary=f"{incident.ref} opened: {title}",
-        payload={"runbook": runbook, "target": target, "severity": severity},
-    )
+    for event in opening_events(
+        _id(incident), request, reported=reported, detected_at=detected_at, actor=actor
+    ):
+        record(session, **event)
     return incident
 
 

@@ -1,6 +1,6 @@
 """Group a webhook's new firing alerts into incidents: one per (runbook, target), or one parent
-incident per alert storm. Each group costs one incident lookup (or creation) and one bulk
-attach, whatever its number of alerts.
+incident per alert storm. A webhook's groups are found or opened, and its alerts attached, in a
+few statements whatever their number (`incidents.opening`).
 
 `Received` says what happened to each alert; the caller commits.
 """
@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlmodel import Session
 
-from bot.incidents import lifecycle
+from bot.incidents.opening import OpenRequest, open_or_attach_many, record_many
 from bot.incidents.timeline import ALERTMANAGER, EventKind
 from bot.intake.routing import AlertRoute
 from bot.intake.storms import (
@@ -95,60 +96,60 @@ def group_firing(
 
 
 def _by_target(session: Session, firing: Sequence[Firing], *, at: datetime) -> dict[int, Received]:
+    """One incident per (runbook, target), all groups opened or found in a few statements."""
     groups: dict[tuple[str, str], list[Firing]] = {}
     for item in firing:
         groups.setdefault((item.route.runbook, item.route.target), []).append(item)
+    if not groups:
+        return {}
+    batches = list(groups.values())
+    requests = [_request(batch) for batch in batches]
+    opened = open_or_attach_many(session, requests, detected_at=at, actor=ALERTMANAGER)
+    links: list[tuple[int, int, str | None]] = []
+    notes: list[dict[str, Any]] = []
     results: dict[int, Received] = {}
-    for batch in groups.values():
-        results.update(open_for_alerts(session, batch, at=at))
+    for batch, (incident, new) in zip(batches, opened, strict=True):
+        assert incident.id is not None
+        first = min(batch, key=lambda f: f.alert.startsAt)
+        links += [(f.alert_id, incident.id, f.route.runbook) for f in batch]
+        if not new:
+            names = ", ".join(sorted({f.alert.alertname for f in batch}))
+            notes.append(
+                {
+                    "incident_id": incident.id,
+                    "kind": EventKind.NOTE,
+                    "at": at,
+                    "actor": ALERTMANAGER,
+                    "summary": f"{names} fired again for {first.route.target}; "
+                    f"attached to {incident.ref}",
+                }
+            )
+        for item in batch:
+            results[item.index] = Received(
+                item.alert.identity,
+                item.alert.status,
+                duplicate=False,
+                incident_id=incident.id,
+                runbook=item.route.runbook,
+                target=item.route.target,
+                target_input=item.route.target_input,
+                start_run=new and item is first,
+                target_kind=item.route.target_kind,
+            )
+    alert_store.link_alerts(session, links)
+    record_many(session, events=notes)
     return results
 
 
-def open_for_alerts(
-    session: Session, batch: Sequence[Firing], *, at: datetime
-) -> dict[int, Received]:
-    """Open (or attach to) the incident of one (runbook, target) for all its new alerts."""
+def _request(batch: Sequence[Firing]) -> OpenRequest:
+    """The incident a (runbook, target)'s alerts open: titled by the earliest one."""
     first = min(batch, key=lambda f: f.alert.startsAt)
     route, alert = first.route, first.alert
-    incident, opened = lifecycle.open_or_attach(
-        session,
+    return OpenRequest(
         runbook=route.runbook,
         target=route.target,
         target_kind=route.target_kind,
         severity=worst_severity(f.alert.labels.get("severity", "warning") for f in batch),
         title=alert.annotations.get("summary") or f"{alert.alertname} on {route.target}",
         fired_at=alert.startsAt,
-        detected_at=at,
-        actor=ALERTMANAGER,
     )
-    assert incident.id is not None
-    alert_store.attach_alerts(
-        session,
-        alert_ids=[f.alert_id for f in batch],
-        incident_id=incident.id,
-        runbook=route.runbook,
-    )
-    if not opened:
-        names = ", ".join(sorted({f.alert.alertname for f in batch}))
-        lifecycle.record(
-            session,
-            incident_id=incident.id,
-            kind=EventKind.NOTE,
-            at=at,
-            actor=ALERTMANAGER,
-            summary=f"{names} fired again for {route.target}; attached to {incident.ref}",
-        )
-    return {
-        item.index: Received(
-            item.alert.identity,
-            item.alert.status,
-            duplicate=False,
-            incident_id=incident.id,
-            runbook=route.runbook,
-            target=route.target,
-            target_input=route.target_input,
-            start_run=opened and item is first,
-            target_kind=route.target_kind,
-        )
-        for item in batch
-    }

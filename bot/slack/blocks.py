@@ -212,7 +212,7 @@ def _culprits(verdict: Mapping[str, Any]) -> str:
         part = " / ".join(
             str(x)
             for x in (
-                c.get("node") or c.get("workload") or c.get("pod") or "?",
+                c.get("node") or c.get("workload") or c.get("pod") or c.get("domain") or "?",
                 f"GPU {c['gpu']}" if c.get("gpu") not in (None, "") else None,
                 c.get("uuid"),
                 f"HCA {c['hca']}" if c.get("hca") else None,
