@@ -92,6 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("paths", nargs="+", type=Path, metavar="PATH")
     evaluate.add_argument("--json", action="store_true", help="print the scores as JSON")
 
+    classify = sub.add_parser("classify-log", help="classify a log (XID, NCCL, CUDA, OOM lines)")
+    classify.add_argument("file", help="a log file, or - for standard input")
+    classify.add_argument("--json", action="store_true")
+
     books = sub.add_parser("runbooks", help="list, validate or graph runbooks")
     books_sub = books.add_subparsers(dest="runbooks_command", required=True, metavar="ACTION")
     validate = books_sub.add_parser(
@@ -202,6 +206,8 @@ def dispatch(args: argparse.Namespace, settings: Settings, term: Terminal) -> in
         )
     if args.command == "eval":
         return commands.evaluate(settings, term, paths=args.paths, as_json=args.json)
+    if args.command == "classify-log":
+        return commands.classify_log(term, source=args.file, as_json=args.json)
     if args.command == "runbooks":
         if args.runbooks_command == "validate":
             return commands.validate_runbooks(settings, term, paths=args.paths)

@@ -313,3 +313,42 @@ def outcome_json(outcome: RunOutcome) -> dict[str, Any]:
         "approval": outcome.approval,
         "steps": outcome.steps,
     }
+
+
+def classify_log(term: Terminal, *, source: str, as_json: bool) -> int:
+    """Classify any text with the log-signature catalog: layer, deciding signature, lines."""
+    from bot.diagnosis.logs import classify_text, load_log_catalog
+    from runbooks import LOG_SIGNATURES_FILE
+
+    try:
+        text = sys.stdin.read() if source == "-" else Path(source).read_text(errors="replace")
+    except OSError as exc:
+        raise UserInputError(f"cannot read log '{source}': {exc.strerror}") from exc
+    found = classify_text(text, load_log_catalog(LOG_SIGNATURES_FILE))
+    matches = [
+        {
+            "line_no": m.line_no,
+            "signature": m.signature,
+            "layer": m.layer,
+            "severity": m.severity,
+            "xid": m.xid,
+            "line": m.line,
+        }
+        for m in found.matches
+    ]
+    if as_json:
+        result = {
+            "layer": found.layer,
+            "signal": found.signal,
+            "xids": list(found.xids),
+            "matches": matches,
+        }
+        term.line(json.dumps(result, indent=2))
+        return 0
+    term.line(f"layer:  {found.layer or 'none (no known signature)'}")
+    term.line(f"signal: {found.signal or '-'}")
+    if found.xids:
+        term.line(f"XIDs:   {', '.join(str(x) for x in found.xids)}")
+    for m in found.matches:
+        term.line(f"  {m.line_no:>6}  {m.signature:<34} {m.line[:160]}")
+    return 0
