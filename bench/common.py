@@ -116,11 +116,11 @@ def percentile(values: list[float], q: float) -> float:
 
 def machine() -> dict[str, Any]:
     """What the figures were measured on."""
-    mem = 0
+    mem = 0.0
     meminfo = Path("/proc/meminfo")
     if meminfo.exists():
         first = meminfo.read_text().splitlines()[0].split()
-        mem = int(first[1]) // (1024 * 1024)
+        mem = round(int(first[1]) / (1024 * 1024), 1)
     return {
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
         "cpus": os.cpu_count(),

@@ -160,6 +160,7 @@ def serve(
     Slack events arrive over a Socket Mode connection instead of `POST /slack/events`."""
     import signal
 
+    from bot.scheduler import Jobs
     from bot.server import create_app, serve_forever
 
     if socket_mode and (settings.slack.bot_token is None or settings.slack.app_token is None):
@@ -174,6 +175,10 @@ def serve(
     signal.signal(signal.SIGTERM, stop)
     with open_runtime(settings, scenario_path=scenario) as rt:
         app = create_app(settings, rt, socket_mode=socket_mode)
+        refresh = app.slack.refresh_incident if app.slack is not None else None
+        jobs = Jobs(
+            rt.engine, interval_seconds=settings.server.expiry_check_seconds, on_expired=refresh
+        ).start()
         mounts = ", ".join(sorted(app.mounts)) or "none"
         socket = None
         if socket_mode and app.slack is not None:
@@ -193,6 +198,7 @@ def serve(
         except KeyboardInterrupt:
             term.line("gpu-oncall: stopping; queued triage runs finish first")
         finally:
+            jobs.shutdown()
             if socket is not None:
                 socket.close()
     return 0

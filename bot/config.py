@@ -125,6 +125,8 @@ class ServerSettings(SettingsGroup):
     timeline says so and `gpu_oncall_triage_dropped_total` counts it)."""
     max_body_bytes: int = Field(default=10_000_000, ge=1024)
     """Largest webhook body accepted (413 above it)."""
+    expiry_check_seconds: float = Field(default=30.0, gt=0)
+    """How often `serve` looks for approvals past their expiry and takes their rejected branch."""
 
 
 class AlertmanagerSettings(SettingsGroup):
