@@ -241,7 +241,9 @@ def list_runbooks(settings: Settings, term: Terminal) -> int:
         rb = catalog.get(name).runbook
         alerts = ", ".join(a.alertname for a in rb.triggers.alerts) or "-"
         verbs = ", ".join(f"/gpu {c}" for c in rb.triggers.commands) or "-"
-        term.line(f"{name:<22} {rb.metadata.title}  [alerts: {alerts}; commands: {verbs}]")
+        storms = ", ".join(rb.triggers.storms)
+        extra = f"; storms of: {storms}" if storms else ""
+        term.line(f"{name:<22} {rb.metadata.title}  [alerts: {alerts}; commands: {verbs}{extra}]")
     return 0
 
 

@@ -46,6 +46,20 @@ class LabelSettings(SettingsGroup):
         return self.model_dump()
 
 
+class WorkloadLabelSettings(SettingsGroup):
+    job: str = "job"
+    """Label naming the training job on job metrics. Prometheus renames a scraped `job` label to
+    `exported_job` unless the scrape config sets `honor_labels: true`; set this to match."""
+    vllm: str = "service"
+    """Label naming the inference service on vLLM series (added by your scrape config)."""
+    kube_state_metrics: str = "label_app_kubernetes_io_name"
+    """Pod label naming a pod's workload, as kube-state-metrics exports it in `kube_pod_labels`
+    (`--metric-labels-allowlist=pods=[app.kubernetes.io/name]`)."""
+
+    def as_dict(self) -> dict[str, str]:
+        return self.model_dump()
+
+
 class PolicySettings(SettingsGroup):
     approvers: list[str] = Field(default_factory=list)
     """Who may approve: Slack user ids (`U...`), Slack user-group ids (`S...`, members resolved
@@ -191,6 +205,7 @@ class Settings(BaseSettings):
 
     storage: StorageSettings = Field(default_factory=StorageSettings)
     labels: LabelSettings = Field(default_factory=LabelSettings)
+    workload_labels: WorkloadLabelSettings = Field(default_factory=WorkloadLabelSettings)
     policy: PolicySettings = Field(default_factory=PolicySettings)
     tickets: TicketSettings = Field(default_factory=TicketSettings)
     timeouts: TimeoutSettings = Field(default_factory=TimeoutSettings)

@@ -20,7 +20,6 @@ from bot.errors import OncallError
 from bot.incidents import lifecycle
 from bot.incidents.timeline import BOT, EventKind
 from bot.intake.receiving import Received
-from bot.intake.storms import STORM_KIND, storm_inputs
 from bot.metrics import IntakeCounters
 from bot.wiring import Runtime
 from integrations.errors import IntegrationError
@@ -129,19 +128,16 @@ class TriageWorkers:
         assert received.incident_id is not None and received.runbook is not None
         incident_id = received.incident_id
         loaded = self.rt.catalog.get(received.runbook)
-        if received.target_kind == STORM_KIND:
-            inputs = storm_inputs(received.members, loaded.runbook.inputs)
-            if inputs is None:
-                self._note(
-                    incident_id,
-                    f"Storm of {len(received.members)} targets grouped; runbook "
-                    f"'{loaded.name}' takes no `nodes` input, so no run was started. "
-                    "Diagnose the members with gpu-oncall run/diagnose.",
-                )
-                self.counters.triage("not_started")
-                return
-        else:
-            inputs = {received.target_input or "node": received.target or ""}
+        inputs = received.run_inputs(loaded.runbook.inputs)
+        if inputs is None:
+            self._note(
+                incident_id,
+                f"Storm of {len(received.members)} targets grouped; runbook "
+                f"'{loaded.name}' takes no `nodes` input, so no run was started. "
+                "Diagnose the members with gpu-oncall run/diagnose.",
+            )
+            self.counters.triage("not_started")
+            return
         watcher = self.hooks.incident_opened(incident_id) if self.hooks else None
         try:
             outcome = self.rt.engine.start(

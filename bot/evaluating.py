@@ -2,8 +2,10 @@
 
 Each scenario gets a fresh simulated fleet and an isolated runtime (an in-memory SQLite
 database and checkpointer, opened through `wiring.open_runtime` like every command). Its
-trigger goes the production way: an `alert` through intake (parse_webhook -> receive_webhook
--> the routed runbook and target), a `command` through the `/gpu` verb grammar.
+trigger goes the production way: an `alert` (or a `storm`: one webhook with an alert per node)
+through intake (parse_webhook -> receive_webhook with the configured storm policy -> the routed
+runbook and target, or a storm's parent incident and its storm runbook), a `command` through the
+`/gpu` verb grammar.
 The run stops at its approval (or ends, when nothing is proposed); nothing is ever executed.
 
 The runtime never sees a scenario's `expect` block: the fleet is built from a copy without it,
@@ -25,6 +27,7 @@ from bot.incidents import lifecycle
 from bot.intake import commands as grammar
 from bot.intake.alerts import parse_webhook
 from bot.intake.receiving import receive_webhook
+from bot.intake.storms import StormPolicy
 from bot.scoring import ScenarioResult, score
 from bot.wiring import Runtime, load_catalogs, open_runtime
 from integrations.errors import IntegrationError
@@ -134,27 +137,49 @@ class _Stopwatch:
 
 def trigger(rt: Runtime, scenario: Scenario, *, on_step: Any = None) -> Triggered:
     """Start the runbook the scenario's trigger selects, the way production would."""
-    if scenario.trigger.alert is not None:
-        return _alert(rt, scenario.trigger.alert.alertname, scenario.trigger.alert.labels, on_step)
-    return _command(rt, scenario.trigger.command or "", on_step)
+    given = scenario.trigger
+    if given.alert is not None:
+        return _alerts(rt, given.alert.alertname, [given.alert.labels], on_step)
+    if given.storm is not None:
+        return _alerts(rt, given.storm.alertname, given.storm.alert_labels(), on_step)
+    return _command(rt, given.command or "", on_step)
 
 
-def _alert(rt: Runtime, alertname: str, labels: Mapping[str, str], on_step: Any) -> Triggered:
+def _alerts(
+    rt: Runtime, alertname: str, label_sets: Sequence[Mapping[str, str]], on_step: Any
+) -> Triggered:
+    """One webhook with an alert per label set, received with the configured storm policy;
+    the run it starts (one per incident opened; a storm opens one)."""
     now = rt.clock.now()
-    body = alert_webhook(alertname, labels, starts_at=now.isoformat())
+    body = alert_webhook(alertname, label_sets, starts_at=now.isoformat())
     with session_scope(rt.db) as session:
         received = receive_webhook(
-            session, parse_webhook(body), routes=rt.catalog.alert_routes(), at=now
-        )[0]
-    if received.runbook is None or received.incident_id is None or not received.start_run:
-        reason = received.unroutable or "the alert did not start a run"
-        return Triggered(runbook=received.runbook, error=str(reason))
-    loaded = rt.catalog.get(received.runbook)
-    inputs = {received.target_input or "node": received.target}
+            session,
+            parse_webhook(body),
+            routes=rt.catalog.alert_routes(),
+            at=now,
+            storms=StormPolicy.from_settings(rt.settings.intake),
+        )
+    starting = [r for r in received if r.start_run]
+    if not starting or starting[0].runbook is None or starting[0].incident_id is None:
+        reason = received[0].unroutable or "the alert did not start a run"
+        return Triggered(runbook=received[0].runbook, error=str(reason))
+    if len(starting) > 1:
+        refs = ", ".join(f"INC-{r.incident_id}" for r in starting)
+        return Triggered(
+            runbook=starting[0].runbook,
+            error=f"{len(received)} alerts opened {len(starting)} incidents ({refs}), not one",
+        )
+    first = starting[0]
+    assert first.runbook is not None and first.incident_id is not None
+    loaded = rt.catalog.get(first.runbook)
+    inputs = first.run_inputs(loaded.runbook.inputs)
+    if inputs is None:
+        return Triggered(runbook=loaded.name, error=f"runbook '{loaded.name}' takes no `nodes`")
     outcome = rt.engine.start(
         loaded,
         inputs=inputs,
-        incident_id=received.incident_id,
+        incident_id=first.incident_id,
         requester="alertmanager",
         on_step=on_step,
     )
@@ -214,23 +239,32 @@ def parse_command(text: str, rt: Runtime) -> tuple[str, dict[str, str]]:
     raise UserInputError(f"'{text}' starts no runbook (use diagnose, run or a runbook's verb)")
 
 
-def alert_webhook(alertname: str, labels: Mapping[str, str], *, starts_at: str) -> dict[str, Any]:
-    """An Alertmanager v4 webhook body with one firing alert (what Alertmanager would post)."""
-    full = {"alertname": alertname, **labels}
-    full.setdefault("severity", "critical")
-    alert = {
-        "status": "firing",
-        "labels": full,
-        "annotations": {"summary": f"{alertname} firing"},
-        "startsAt": starts_at,
-        "endsAt": "0001-01-01T00:00:00Z",
-    }
+def alert_webhook(
+    alertname: str, label_sets: Sequence[Mapping[str, str]], *, starts_at: str
+) -> dict[str, Any]:
+    """An Alertmanager v4 webhook body with one firing alert per label set (what Alertmanager,
+    grouping by alert name, would post)."""
+    alerts: list[dict[str, Any]] = []
+    for labels in label_sets:
+        full = {"alertname": alertname, **labels}
+        full.setdefault("severity", "critical")
+        alerts.append(
+            {
+                "status": "firing",
+                "labels": full,
+                "annotations": {"summary": f"{alertname} firing"},
+                "startsAt": starts_at,
+                "endsAt": "0001-01-01T00:00:00Z",
+            }
+        )
+    first: dict[str, str] = alerts[0]["labels"]
+    common = {k: v for k, v in first.items() if all(a["labels"].get(k) == v for a in alerts)}
     return {
         "version": "4",
         "groupKey": f'{{}}:{{alertname="{alertname}"}}',
         "status": "firing",
         "receiver": "gpu-oncall",
         "groupLabels": {"alertname": alertname},
-        "commonLabels": full,
-        "alerts": [alert],
+        "commonLabels": common,
+        "alerts": alerts,
     }

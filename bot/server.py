@@ -16,7 +16,6 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import timedelta
 from socketserver import ThreadingMixIn
 from typing import TYPE_CHECKING, Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -26,7 +25,7 @@ from bot.dispatching import TriageWorkers
 from bot.incidents.views import incident_view
 from bot.intake.alerts import InvalidWebhookError, parse_webhook
 from bot.intake.receiving import Received, receive_webhook
-from bot.intake.storms import StormPolicy, storm_runbooks
+from bot.intake.storms import StormPolicy
 from bot.metrics import IntakeCounters, render_metrics
 from bot.wiring import Runtime
 from storage import incidents as incident_store
@@ -74,14 +73,7 @@ class OncallApp:
 
     def __post_init__(self) -> None:
         self.routes = self.rt.catalog.alert_routes()
-        intake = self.settings.intake
-        catalog = self.rt.catalog
-        self.storms = StormPolicy(
-            threshold=intake.storm_threshold,
-            window=timedelta(minutes=intake.storm_window_minutes),
-            domain_labels=tuple(intake.storm_labels),
-            runbooks=storm_runbooks({n: catalog.get(n).runbook.inputs for n in catalog.names()}),
-        )
+        self.storms = StormPolicy.from_settings(self.settings.intake)
         token = self.settings.server.token
         self._token = token.get_secret_value().encode() if token else None
 

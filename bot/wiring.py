@@ -188,6 +188,7 @@ def make_telemetry(settings: Settings, *, fleet: Fleet, signals: SignalCatalog) 
         make_prometheus_endpoint(settings),
         signals,
         host_labels=settings.labels.as_dict(),
+        workload_labels=settings.workload_labels.as_dict(),
         match=p.match,
         max_workers=p.max_concurrency,
     )

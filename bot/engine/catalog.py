@@ -50,7 +50,13 @@ class RunbookCatalog:
         return None
 
     def alert_routes(self) -> dict[str, AlertRoute]:
-        """Alert name -> route, for intake (the first runbook naming an alert wins)."""
+        """Alert name -> route, for intake (the first runbook naming an alert wins). A route
+        for node targets also names the runbook that triages a storm of that alert, if one
+        lists it under `triggers.storms`."""
+        storms: dict[str, str] = {}
+        for loaded in self.runbooks.values():
+            for alertname in loaded.runbook.triggers.storms:
+                storms.setdefault(alertname, loaded.name)
         routes: dict[str, AlertRoute] = {}
         for loaded in self.runbooks.values():
             target_input = loaded.runbook.target_input or "node"
@@ -59,7 +65,13 @@ class RunbookCatalog:
             for trigger in loaded.runbook.triggers.alerts:
                 routes.setdefault(
                     trigger.alertname,
-                    AlertRoute(loaded.name, trigger.target_label, target_input, kind),
+                    AlertRoute(
+                        loaded.name,
+                        trigger.target_label,
+                        target_input,
+                        kind,
+                        storm_runbook=storms.get(trigger.alertname) if kind == "node" else None,
+                    ),
                 )
         return routes
 

@@ -117,6 +117,7 @@ class _Linker:
 
     def link(self) -> LoadedRunbook:
         self._check_ids()
+        self._check_storms()
         for step in self.runbook.steps:
             self._link_step(step)
         deps = self._dependencies()
@@ -138,6 +139,18 @@ class _Linker:
             if step.id in self.runbook.inputs or step.id in BUILTIN_NAMES:
                 raise self.error("step id clashes with an input or built-in name", step, "id")
             seen.add(step.id)
+
+    def _check_storms(self) -> None:
+        """A runbook that triages storms gets the members as its `nodes` input."""
+        if not self.runbook.triggers.storms:
+            return
+        spec = self.runbook.inputs.get("nodes")
+        if spec is None or spec.type != "nodes":
+            raise self.error(
+                "a runbook with 'triggers.storms' needs an input 'nodes' of type nodes "
+                "(the storm's member nodes)",
+                field="triggers.storms",
+            )
 
     def _known_names(self) -> set[str]:
         return set(self.step_ids) | set(self.runbook.inputs) | BUILTIN_NAMES

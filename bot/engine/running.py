@@ -28,7 +28,7 @@ from bot.engine.state import Deps, RunState
 from bot.engine.steps.common import parse_duration
 from bot.errors import NotFound, RunStateError, UserInputError
 from integrations.errors import InvalidName, NodeNotFound
-from integrations.names import check_node_name
+from integrations.names import check_node_name, expand_nodes
 from storage import approvals as approval_store
 from storage import runs as run_store
 from storage.db import session_scope
@@ -296,6 +296,11 @@ def _coerce(runbook: str, name: str, kind: str, value: Any) -> Any:
     try:
         if kind == "node":
             return check_node_name(str(value))
+        if kind == "nodes":
+            names = expand_nodes(str(value))
+            if not names:
+                raise ValueError("no node names given (e.g. gpu-node-01,gpu-node-[04-07])")
+            return ",".join(dict.fromkeys(names))
         if kind == "duration":
             parse_duration(str(value))
             return str(value)

@@ -47,9 +47,14 @@ class Triggers(_Strict):
     alerts: list[AlertTrigger] = Field(default_factory=list)
     commands: list[str] = Field(default_factory=list)
     """`/gpu` verbs that start this runbook, e.g. `diagnose` for `/gpu diagnose <node>`."""
+    storms: list[str] = Field(default_factory=list)
+    """Alert names this runbook triages as a storm: when one of them fires for many nodes of
+    one domain at once (intake's storm policy), one parent incident is opened and this runbook
+    runs once with every member node as its `nodes` input. The alert's own per-node runbook
+    still handles it when it fires alone."""
 
 
-InputType = Literal["node", "job", "service", "duration", "string", "number"]
+InputType = Literal["node", "nodes", "job", "service", "duration", "string", "number"]
 
 
 class InputSpec(_Strict):
@@ -174,8 +179,8 @@ class Runbook(_Strict):
 
     @property
     def target_input(self) -> str | None:
-        """The input that names the runbook's target: the first node/job/service input."""
+        """The input that names the runbook's target: the first node/nodes/job/service input."""
         for name, spec in self.inputs.items():
-            if spec.type in ("node", "job", "service"):
+            if spec.type in ("node", "nodes", "job", "service"):
                 return name
         return None

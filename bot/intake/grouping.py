@@ -7,7 +7,7 @@ few statements whatever their number (`incidents.opening`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -18,11 +18,13 @@ from bot.incidents.opening import OpenRequest, open_or_attach_many, record_many
 from bot.incidents.timeline import ALERTMANAGER, EventKind
 from bot.intake.routing import AlertRoute
 from bot.intake.storms import (
+    STORM_KIND,
     Firing,
     StormKey,
     StormPolicy,
     find_storm_parent,
     storm_domain,
+    storm_inputs,
     worst_severity,
 )
 from storage import alerts as alert_store
@@ -49,6 +51,13 @@ class Received:
     members: tuple[str, ...] = ()
     resolved_incident: bool = False
 
+    def run_inputs(self, runbook_inputs: Iterable[str]) -> dict[str, str] | None:
+        """Inputs of the run this alert starts: its target, or a storm's members as `nodes`
+        (None when the runbook takes no `nodes` input)."""
+        if self.target_kind == STORM_KIND:
+            return storm_inputs(self.members, runbook_inputs)
+        return {self.target_input or "node": self.target or ""}
+
 
 def group_firing(
     session: Session,
@@ -59,19 +68,18 @@ def group_firing(
     storms: StormPolicy | None,
 ) -> dict[int, Received]:
     """Results by webhook position: one incident per (runbook, target), except a storm of
-    alerts whose runbook can triage a node set (`storms.runbooks`): one parent incident."""
+    alerts that a storm runbook triages (`route.storm_runbook`): one parent incident."""
     if storms is None or not storms.enabled:
         return _by_target(session, firing, at=at)
     groups: dict[StormKey, list[Firing]] = {}
-    alone = [f for f in firing if f.route.runbook not in storms.runbooks]
+    alone = [f for f in firing if f.route.storm_runbook is None]
     results: dict[int, Received] = _by_target(session, alone, at=at)
     for item in firing:
-        if item.route.runbook not in storms.runbooks:
+        if item.route.storm_runbook is None:
             continue
         domain = storm_domain(item.alert.labels, storms.domain_labels)
-        groups.setdefault(StormKey(item.route.runbook, item.alert.alertname, domain), []).append(
-            item
-        )
+        key = StormKey(item.route.storm_runbook, item.alert.alertname, domain)
+        groups.setdefault(key, []).append(item)
     for key, batch in groups.items():
         parent = find_storm_parent(session, key, batch=batch, policy=storms, routes=routes, at=at)
         if parent is None:

@@ -22,6 +22,8 @@ class AlertRoute:
     target_label: str
     target_input: str
     target_kind: str  # node | job | service
+    storm_runbook: str | None = None
+    """The runbook that triages a storm of this alert across many nodes (`triggers.storms`)."""
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,7 @@ class Route:
     target: str
     target_kind: str
     target_input: str
+    storm_runbook: str | None = None
 
 
 @dataclass(frozen=True)
@@ -53,4 +56,4 @@ def route_alert(alert: Alert, routes: Mapping[str, AlertRoute]) -> Route | Unrou
             check_node_name(target)
         except InvalidName as exc:
             return Unroutable(f"alert '{alert.alertname}': label '{found.target_label}': {exc}")
-    return Route(found.runbook, target, found.target_kind, found.target_input)
+    return Route(found.runbook, target, found.target_kind, found.target_input, found.storm_runbook)

@@ -2,8 +2,9 @@
 leaf switch, or the whole fleet) within a window become one parent incident.
 
 The rules (`storm_domain`, `is_storm`, `storm_inputs`) are pure; `find_storm_parent` opens or
-finds the parent incident. Localizing the shared cause across the members is the runbook's job
-(its `nodes` input); intake only groups.
+finds the parent incident. Localizing the shared cause across the members is the storm
+runbook's job (the runbook listing the alert under `triggers.storms`, run once with the members
+as its `nodes` input); intake only groups.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from datetime import datetime, timedelta
 
 from sqlmodel import Session
 
+from bot.config import IntakeSettings
 from bot.incidents import lifecycle
 from bot.incidents.timeline import ALERTMANAGER, EventKind
 from bot.intake.alerts import Alert
@@ -30,19 +32,27 @@ STORM_KIND = "storm"
 class StormPolicy:
     """When alerts group into a storm. A `threshold` of 0 turns grouping off.
 
-    Only alerts routed to one of `runbooks` (those with a `nodes` input, see
-    `storm_runbooks`) group: a parent incident must get a run that covers every member, or the
-    members would go untriaged. The others keep one incident, and one run, per target.
+    Only alerts whose route names a storm runbook (one that lists the alert under
+    `triggers.storms` and takes a `nodes` input) group: a parent incident must get a run that
+    covers every member, or the members would go untriaged. The others keep one incident, and
+    one run, per target.
     """
 
     threshold: int
     window: timedelta
     domain_labels: tuple[str, ...] = ("rack", "leaf")
-    runbooks: frozenset[str] = frozenset()
 
     @property
     def enabled(self) -> bool:
         return self.threshold > 0
+
+    @classmethod
+    def from_settings(cls, intake: IntakeSettings) -> StormPolicy:
+        return cls(
+            threshold=intake.storm_threshold,
+            window=timedelta(minutes=intake.storm_window_minutes),
+            domain_labels=tuple(intake.storm_labels),
+        )
 
 
 @dataclass(frozen=True)
@@ -79,11 +89,6 @@ def is_storm(
     if not policy.enabled:
         return False
     return len(set(new_targets) | set(recent_targets)) >= policy.threshold
-
-
-def storm_runbooks(runbook_inputs: Mapping[str, Iterable[str]]) -> frozenset[str]:
-    """The runbooks (name -> input names) that can run once for a storm: they take `nodes`."""
-    return frozenset(name for name, inputs in runbook_inputs.items() if "nodes" in set(inputs))
 
 
 def storm_inputs(members: Sequence[str], runbook_inputs: Iterable[str]) -> dict[str, str] | None:
@@ -132,7 +137,9 @@ def find_storm_parent(
     parent = incident_store.find_open_incident(session, group)
     batch_targets = tuple(sorted({f.route.target for f in batch}))
     if parent is not None:
-        _attach(session, parent, batch=batch, at=at, note=f"added to {parent.ref}")
+        _attach(
+            session, parent, runbook=key.runbook, batch=batch, at=at, note=f"added to {parent.ref}"
+        )
         return StormParent(parent, opened=False, members=batch_targets)
     route = routes[key.alertname]
     recent = [
@@ -158,7 +165,7 @@ def find_storm_parent(
         detected_at=at,
         actor=ALERTMANAGER,
     )
-    _attach(session, parent, batch=batch, at=at, note=None)
+    _attach(session, parent, runbook=key.runbook, batch=batch, at=at, note=None)
     _record_members(session, parent, key=key, members=members, at=at)
     _link_earlier_incidents(
         session, parent, incident_ids={row.incident_id for row in recent}, at=at
@@ -167,14 +174,17 @@ def find_storm_parent(
 
 
 def _attach(
-    session: Session, parent: Incident, *, batch: Sequence[Firing], at: datetime, note: str | None
+    session: Session,
+    parent: Incident,
+    *,
+    runbook: str,
+    batch: Sequence[Firing],
+    at: datetime,
+    note: str | None,
 ) -> None:
     assert parent.id is not None
     alert_store.attach_alerts(
-        session,
-        alert_ids=[f.alert_id for f in batch],
-        incident_id=parent.id,
-        runbook=batch[0].route.runbook,
+        session, alert_ids=[f.alert_id for f in batch], incident_id=parent.id, runbook=runbook
     )
     if note is not None:
         members = sorted({f.route.target for f in batch})

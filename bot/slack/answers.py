@@ -24,6 +24,7 @@ class RunbookRow:
     title: str
     alerts: tuple[str, ...] = ()
     verbs: tuple[str, ...] = ()
+    storms: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,8 @@ def runbooks_blocks(rows: Sequence[RunbookRow]) -> list[Block]:
     for row in rows:
         alerts = ", ".join(row.alerts) or "-"
         verbs = ", ".join(f"`/gpu {v}`" for v in row.verbs) or f"`/gpu run {row.name}`"
-        lines.append(f"`{row.name}` {escape(row.title)} · alerts: {alerts} · {verbs}")
+        storms = f" · storms of: {', '.join(row.storms)}" if row.storms else ""
+        lines.append(f"`{row.name}` {escape(row.title)} · alerts: {alerts} · {verbs}{storms}")
     return fit([section("\n".join(lines))], pointer="`gpu-oncall runbooks list`")
 
 

@@ -8,7 +8,8 @@ runbook. Payloads are validated with pydantic at this edge; only routing keys ar
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -19,7 +20,7 @@ from bot.slack import messages
 from bot.slack.approving import Approvals, ButtonValue, parse_button_value
 from bot.slack.blocks import ACTION_IDS
 from bot.slack.deps import SlackDeps
-from bot.slack.failures import guarded
+from bot.slack.failures import guarded, report_failure
 from bot.slack.replying import Replies
 from storage.incidents import parse_incident_ref
 
@@ -81,42 +82,57 @@ def parse_click(body: dict[str, Any]) -> Click:
     )
 
 
+@contextmanager
+def reported(respond: Respond | None, context: BoltContext, deps: SlackDeps) -> Iterator[None]:
+    """Report what a listener raises after `ack()` here, never to bolt: its thread runner,
+    seeing a listener fail after the ack, rewrites the response it is about to return from
+    another thread, and the request can come back as a 404 "unhandled request"."""
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001  (boundary: the same report as bolt's @app.error)
+        reply = respond if respond is not None and respond.response_url else None
+        incident_id: Any = context.get("incident_id")
+        report_failure(exc, reply=reply, rt=deps.rt, incident_id=incident_id)
+
+
 def register(app: App, *, deps: SlackDeps, replies: Replies, approvals: Approvals) -> None:
     """Attach the listeners to `app`."""
 
     @app.command("/gpu")
-    def gpu_command(ack: Ack, body: dict[str, Any], respond: Respond) -> None:
+    def gpu_command(ack: Ack, body: dict[str, Any], respond: Respond, context: BoltContext) -> None:
         ack()
-        try:
-            command = CommandBody.model_validate(body)
-        except ValidationError as exc:
-            raise UserInputError(messages.unexpected_payload("command")) from exc
-        logger.info("/gpu from %s in %s", command.user_id, command.channel_id)
-        replies.handle(
-            command.text, user=command.user_id, channel=command.channel_id, reply=respond
-        )
+        with reported(respond, context, deps):
+            try:
+                command = CommandBody.model_validate(body)
+            except ValidationError as exc:
+                raise UserInputError(messages.unexpected_payload("command")) from exc
+            logger.info("/gpu from %s in %s", command.user_id, command.channel_id)
+            replies.handle(
+                command.text, user=command.user_id, channel=command.channel_id, reply=respond
+            )
 
     def decide(decision: str) -> Callable[[Ack, dict[str, Any], Respond, BoltContext], None]:
         def on_click(
             ack: Ack, body: dict[str, Any], respond: Respond, context: BoltContext
         ) -> None:
             ack()
-            click = parse_click(body)
-            incident_id = parse_incident_ref(click.value.incident)
-            context["incident_id"] = incident_id
-            logger.info("%s on %s by %s", decision, click.value.incident, click.user)
+            with reported(respond, context, deps):
+                click = parse_click(body)
+                incident_id = parse_incident_ref(click.value.incident)
+                context["incident_id"] = incident_id
+                logger.info("%s on %s by %s", decision, click.value.incident, click.user)
 
-            def job() -> None:
-                approvals.decide(
-                    decision=decision,
-                    value=click.value,
-                    user=click.user,
-                    channel=click.channel,
-                    ts=click.ts,
-                    reply=respond,
-                )
+                def job() -> None:
+                    approvals.decide(
+                        decision=decision,
+                        value=click.value,
+                        user=click.user,
+                        channel=click.channel,
+                        ts=click.ts,
+                        reply=respond,
+                    )
 
-            deps.runs.submit(guarded(job, reply=respond, rt=deps.rt, incident_id=incident_id))
+                deps.runs.submit(guarded(job, reply=respond, rt=deps.rt, incident_id=incident_id))
 
         return on_click
 
@@ -124,8 +140,11 @@ def register(app: App, *, deps: SlackDeps, replies: Replies, approvals: Approval
     app.action(ACTION_IDS["reject"])(decide("reject"))
 
     @app.action(ACTION_IDS["dry_run"])
-    def dry_run(ack: Ack, body: dict[str, Any], context: BoltContext) -> None:
+    def dry_run(ack: Ack, body: dict[str, Any], respond: Respond, context: BoltContext) -> None:
         ack()
-        click = parse_click(body)
-        context["incident_id"] = parse_incident_ref(click.value.incident)
-        approvals.dry_run(value=click.value, user=click.user, channel=click.channel, ts=click.ts)
+        with reported(respond, context, deps):
+            click = parse_click(body)
+            context["incident_id"] = parse_incident_ref(click.value.incident)
+            approvals.dry_run(
+                value=click.value, user=click.user, channel=click.channel, ts=click.ts
+            )

@@ -199,6 +199,7 @@ class Replies:
                 title=catalog.get(name).runbook.metadata.title,
                 alerts=tuple(a.alertname for a in catalog.get(name).runbook.triggers.alerts),
                 verbs=tuple(catalog.get(name).runbook.triggers.commands),
+                storms=tuple(catalog.get(name).runbook.triggers.storms),
             )
             for name in catalog.names()
         ]

@@ -117,6 +117,10 @@ def _trigger_problems(s: Scenario, known: set[str]) -> Iterator[tuple[str, str]]
         for label, value in s.trigger.alert.labels.items():
             if value.startswith(NODE_PREFIX) and value not in known:
                 yield f"trigger.alert.labels.{label}", _unknown_node(value, s)
+    if s.trigger.storm is not None:
+        for node in expand_nodes(s.trigger.storm.nodes):
+            if node not in known:
+                yield "trigger.storm.nodes", _unknown_node(node, s)
 
 
 def _unknown_node(node: str, s: Scenario) -> str:

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal, get_args
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -86,20 +87,23 @@ class Metadata(_Model):
     description: str | None = None
 
 
+def _check_nodes(value: str | list[str]) -> str | list[str]:
+    try:
+        expand_nodes(value)
+    except InvalidName as exc:
+        raise ValueError(str(exc)) from exc
+    return value
+
+
+#: Node names: `gpu-node-[08-15]`, `gpu-node-01,gpu-node-03` or a list of such items.
+Nodes = Annotated[str | list[str], AfterValidator(_check_nodes)]
+
+
 class WorkloadSpec(_Model):
     kind: Literal["training", "inference"]
     name: str = Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-    nodes: str | list[str]
+    nodes: Nodes
     namespace: str = "ml"
-
-    @field_validator("nodes")
-    @classmethod
-    def _expand(cls, value: str | list[str]) -> str | list[str]:
-        try:
-            expand_nodes(value)
-        except InvalidName as exc:
-            raise ValueError(str(exc)) from exc
-        return value
 
     @property
     def node_names(self) -> list[str]:
@@ -148,7 +152,7 @@ def _groups(names: list[str], *, size: int, prefix: str) -> dict[str, list[str]]
 class FaultSpec(_Model):
     kind: str
     node: str | None = None
-    nodes: str | list[str] | None = None
+    nodes: Nodes | None = None
     """Several nodes at once: `gpu-node-[08-15]` or a list."""
     rack: str | None = None
     """Every node of a rack (`rack-01`): a PDU, a row's cooling."""
@@ -169,16 +173,6 @@ class FaultSpec(_Model):
         if value not in FAULT_KINDS:
             kinds = ", ".join(sorted(FAULT_KINDS))
             raise ValueError(f"unknown fault kind '{value}' (kinds: {kinds})")
-        return value
-
-    @field_validator("nodes")
-    @classmethod
-    def _expand(cls, value: str | list[str] | None) -> str | list[str] | None:
-        if value is not None:
-            try:
-                expand_nodes(value)
-            except InvalidName as exc:
-                raise ValueError(str(exc)) from exc
         return value
 
     @property
@@ -205,14 +199,33 @@ class AlertTrigger(_Model):
     labels: dict[str, str] = Field(default_factory=dict)
 
 
+class StormTrigger(_Model):
+    """One alert of `alertname` per node, all in one webhook: how Alertmanager, grouping by
+    alert name, delivers an alert storm."""
+
+    alertname: str
+    nodes: Nodes
+    """The alerting nodes: `gpu-node-[024-031]` or a list."""
+    target_label: str = "Hostname"
+    """The label carrying each alert's node."""
+    labels: dict[str, str] = Field(default_factory=dict)
+    """Labels every alert of the storm carries besides the node."""
+
+    def alert_labels(self) -> list[dict[str, str]]:
+        """Each alert's labels, one per node."""
+        return [{**self.labels, self.target_label: node} for node in expand_nodes(self.nodes)]
+
+
 class Trigger(_Model):
     alert: AlertTrigger | None = None
+    storm: StormTrigger | None = None
     command: str | None = None
 
     @_model_validator(mode="after")
     def _exactly_one(self) -> Trigger:
-        if (self.alert is None) == (self.command is None):
-            raise ValueError("give exactly one of 'alert' or 'command'")
+        given = [self.alert, self.storm, self.command]
+        if sum(item is not None for item in given) != 1:
+            raise ValueError("give exactly one of 'alert', 'storm' or 'command'")
         return self
 
 

@@ -98,6 +98,11 @@ def test_diagnose_healthy_node_json(tmp_path: Path) -> None:
         (["approve", "INC-404"], "no incident or run 'INC-404'"),
         (["run", "ecc-storm", "node"], "input 'node' is not KEY=VALUE"),
         (["run", "nope"], "unknown runbook 'nope'"),
+        (
+            ["run", "node-storm", "nodes=gpu-node-01,Bad_Node!"],
+            "runbook 'node-storm': input 'nodes': invalid node name 'Bad_Node!'",
+        ),
+        (["run", "node-storm", "nodes=gpu-node-[09-03]"], "node range 'gpu-node-[09-03]' goes"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(tmp_path: Path, args: list[str], message: str) -> None:

@@ -26,6 +26,7 @@ MISSION_RUNBOOKS = {
     "inference-slo-breach",
     "ecc-storm",
     "node-diagnose",
+    "node-storm",
 }
 
 

@@ -2,7 +2,9 @@
 
 Covers: the same fault diagnosed by `nccl-hang` (a job spanning the whole fleet, one IB port
 down) and by `node-diagnose` (one node's DBE storm) on 16, 256 and 4,096 nodes issues the same
-number of queries, at most 25, and still finds the culprit among all of them.
+number of queries, at most 25, and still finds the culprit among all of them; so does
+`node-storm` for an 8-node GPUEccStorm storm, whose topology and driver reads cover the whole
+fleet.
 """
 
 from __future__ import annotations
@@ -74,6 +76,34 @@ def test_queries_per_run_are_constant_from_16_to_4096_nodes(
         case = scenario(nodes, fault=fault, trigger_=make_trigger(culprit))
         queries, culprits = queries_and_culprits(settings, case)
         assert culprits == [culprit]
+        counts.append(queries)
+    assert counts[0] == counts[1] == counts[2]
+    assert counts[0] <= 25
+
+
+def storm_scenario(nodes: int) -> tuple[Scenario, list[str]]:
+    """DBE errors on 8 nodes spread over the fleet, arriving as one GPUEccStorm storm."""
+    names = node_names(nodes)
+    members = [names[i * nodes // 8] for i in range(8)]
+    case = parse_scenario(
+        {
+            "apiVersion": "gpu-oncall/v1",
+            "kind": "Scenario",
+            "metadata": {"name": f"storm-queries-{nodes}"},
+            "fleet": {"nodes": nodes, "dcgm_counters": "all"},
+            "faults": [{"kind": "ecc_dbe_storm", "nodes": members, "gpu": 1}],
+            "trigger": {"storm": {"alertname": "GPUEccStorm", "nodes": members}},
+        }
+    )
+    return case, members
+
+
+def test_storm_queries_are_constant_from_16_to_4096_nodes(settings: Settings) -> None:
+    counts = []
+    for nodes in SIZES:
+        case, members = storm_scenario(nodes)
+        queries, culprits = queries_and_culprits(settings, case)
+        assert culprits == members
         counts.append(queries)
     assert counts[0] == counts[1] == counts[2]
     assert counts[0] <= 25

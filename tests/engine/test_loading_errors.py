@@ -217,3 +217,14 @@ def test_a_correlate_source_counts_as_read() -> None:
             },
         ]
     )
+
+
+def test_a_storm_runbook_needs_a_nodes_input() -> None:
+    document = runbook([{"id": "dbe", "signal": "gpu.ecc.dbe_rate"}, CHECK])
+    document["triggers"] = {"storms": ["GPUEccStorm"]}
+    with pytest.raises(RunbookError) as err:
+        parse_runbook(document, file="runbooks/t.yaml", signals=SIGNALS, actions=ACTIONS)
+    assert str(err.value) == (
+        "runbooks/t.yaml: field 'triggers.storms': a runbook with 'triggers.storms' needs an "
+        "input 'nodes' of type nodes (the storm's member nodes)"
+    )

@@ -7,9 +7,9 @@ pinned note listing the members, and one run whose `nodes` input names all 6; a 
 another node of the rack joins the parent without a second run; alerts below the threshold in
 another rack open one incident each; alerts that arrive one webhook at a time tip over the
 threshold within the window, and the incidents opened before the storm was recognised are told
-their parent; resolving every member resolves the parent with its MTTR timestamps; a storm of
-alerts whose runbook cannot take a node set (ecc-storm has no `nodes` input) keeps one incident
-and one run per node, so no member goes untriaged.
+their parent; resolving every member resolves the parent with its MTTR timestamps; alerts that
+no runbook lists under `triggers.storms` keep one incident and one run per node, so no member
+goes untriaged.
 """
 
 from __future__ import annotations
@@ -26,15 +26,34 @@ from storage import incidents as incident_store
 from storage import runs as run_store
 from storage.db import session_scope
 
-#: A runbook that correlates a node set: it takes `nodes`, as a storm's one run needs.
+#: The per-node runbook of GPUPowerBrake, and the storm runbook that triages many at once.
+NODE_RUNBOOK = """\
+apiVersion: gpu-oncall/v1
+kind: Runbook
+metadata: {name: power-node, title: Power brake on one node}
+triggers:
+  alerts:
+    - {alertname: GPUPowerBrake, target_label: Hostname}
+    - {alertname: GPUHot, target_label: Hostname}
+inputs:
+  node: {type: node, required: true}
+  window: {type: duration, default: 15m}
+steps:
+  - {id: power, title: Power draw, signal: gpu.power_usage}
+  - id: low_power
+    check: "power.max < 100.0"
+    layer: facility
+    finding: "power draw at most {{ power.max }} W"
+  - {id: where, localize: {}}
+"""
 STORM_RUNBOOK = """\
 apiVersion: gpu-oncall/v1
 kind: Runbook
 metadata: {name: power-storm, title: Power brake across nodes}
 triggers:
-  alerts: [{alertname: GPUPowerBrake, target_label: Hostname}]
+  storms: [GPUPowerBrake]
 inputs:
-  nodes: {type: string, required: true, help: The nodes that alerted}
+  nodes: {type: nodes, required: true, help: The nodes that alerted}
   window: {type: duration, default: 15m}
 steps:
   - {id: power, title: Power draw, signal: gpu.power_usage}
@@ -50,6 +69,7 @@ steps:
 def bot(bot_settings: Settings, scenario_dir: Path, tmp_path: Path) -> Bot:  # type: ignore[misc]
     books = tmp_path / "runbooks"
     books.mkdir()
+    (books / "power-node.yaml").write_text(NODE_RUNBOOK)
     (books / "power-storm.yaml").write_text(STORM_RUNBOOK)
     settings = bot_settings.model_copy(
         update={
@@ -141,17 +161,17 @@ def test_parent_resolves_when_every_member_has_resolved(bot: Bot) -> None:
     assert parent.resolved_at is not None and parent.diagnosed_at is not None
 
 
-def test_alerts_of_a_runbook_without_a_nodes_input_never_form_a_storm(bot: Bot) -> None:
+def test_alerts_that_no_storm_runbook_lists_never_form_a_storm(bot: Bot) -> None:
     starts = bot.rt.fleet.t0 - timedelta(minutes=2)
-    xids = [
-        alert("GPUXidBurst", {"Hostname": f"gpu-node-{n:02d}", "rack": "r1"}, starts_at=starts)
+    hot = [
+        alert("GPUHot", {"Hostname": f"gpu-node-{n:02d}", "rack": "r1"}, starts_at=starts)
         for n in range(6)
     ]
-    response = bot.post_alerts(webhook(xids))
+    response = bot.post_alerts(webhook(hot))
     assert response.json()["incidents"] == [f"INC-{i}" for i in range(1, 7)]
     assert len(response.json()["triage_queued"]) == 6
     bot.settle()
     with session_scope(bot.rt.db) as session:
         incidents = incident_store.list_incidents(session)
-    assert {i.target_kind for i in incidents} == {"node"}
+    assert {(i.runbook, i.target_kind) for i in incidents} == {("power-node", "node")}
     assert row_counts(bot.rt.db)["runs"] == 6

@@ -1,12 +1,13 @@
-"""The mission runbooks (nccl-hang, mfu-regression, inference-slo-breach) diagnose the same
-through a real Prometheus as through the in-process fleet.
+"""The mission runbooks (nccl-hang, mfu-regression, inference-slo-breach) and the storm runbook
+(node-storm) diagnose the same through a real Prometheus as through the in-process fleet.
 
-Covers: for one or more scenarios of each mission runbook, the runbook run on its job or
-service through SimTelemetry and through PrometheusTelemetry (Debian's prometheus scraping that
+Covers: for one or more scenarios of each, the runbook run on its job, service or storm members
+through SimTelemetry and through PrometheusTelemetry (Debian's prometheus scraping that
 fleet's exporter endpoint: dcgm-exporter, node_exporter, kube-state-metrics, job metrics,
 vLLM histograms) gives the same layer, culprits, missing signals and fired checks, the
 scenario's expected layer; and the query count stays one per signal step, whatever the job's
-size. Node signals for a job find the job's nodes inside their one query (kube-state-metrics).
+size. Node signals for a job find the job's nodes inside their one query (kube-state-metrics);
+a storm's shared leaf switch and driver version are found from fleet-wide reads.
 
 The fleets' last 32 minutes are backfilled (mfu-regression looks back 30 minutes).
 """
@@ -31,6 +32,8 @@ CASES: list[tuple[str, str, dict[str, str]]] = [
     ("nccl-hang-straggler-rank.yaml", "nccl-hang", {"job": "llm-pretrain"}),
     ("mfu-ib-symbol-errors.yaml", "mfu-regression", {"job": "llm-pretrain"}),
     ("slo-kv-cache-exhaustion.yaml", "inference-slo-breach", {"service": "vllm-chat"}),
+    ("storm-leaf-switch-down.yaml", "node-storm", {"nodes": "gpu-node-[024-031]"}),
+    ("storm-driver-rollout-xid.yaml", "node-storm", {"nodes": "gpu-node-[040-047]"}),
 ]
 FILES = sorted({case[0] for case in CASES})
 

@@ -1,12 +1,12 @@
 """What PrometheusTelemetry sends to a real Prometheus, counted by a recording proxy.
 
-Covers: one HTTP query per signal whatever the node count (1, 8, 64 nodes); a whole
-`node-diagnose` run sends exactly one query per signal step; `read_many` sends its queries
-concurrently (the proxy only answers once several are in flight at once) and returns results
-in order; concurrent reads from many threads stay correct; a workload read resolves the
-job's nodes inside its one query; a pinned clock sets the evaluation time; a range read; and
-hostile node names, sent to the real Prometheus, return exactly what a harmless query
-returns (no injected `vector(1)`).
+Covers: one HTTP query per signal whatever the node count (1, 8, 64 nodes); a whole `node-
+diagnose` run sends exactly one query per signal step; `read_many` sends its queries
+concurrently (the proxy only answers once several are in flight at once) and returns results in
+order; concurrent reads from many threads stay correct; a workload read resolves the job's nodes
+inside its one query, matching on the label the workload-label settings name; a pinned clock
+sets the evaluation time; a range read; and hostile node names, sent to the real Prometheus,
+return exactly what a harmless query returns (no injected `vector(1)`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ import pytest
 from servers.proxy import ProxyScript, RecordingProxy, running
 from servers.world import World, run_on, start_world
 
-from bot.config import Settings, StorageSettings
+from bot.config import PrometheusSettings, Settings, StorageSettings, WorkloadLabelSettings
+from bot.wiring import make_telemetry
 from integrations.prometheus import PrometheusEndpoint, PrometheusTelemetry
 from integrations.promql import render_signal
 from integrations.signals import SignalCatalog
@@ -206,3 +207,22 @@ def test_hostile_node_names_return_only_what_a_harmless_query_returns(
         json.dumps(r["metric"], sort_keys=True) for r in want
     )
     assert all(r["metric"]["Hostname"] == "gpu-node-01" for r in got)
+
+
+def test_the_workload_label_settings_reach_the_query(world: World, catalog: SignalCatalog) -> None:
+    """`GPU_ONCALL_WORKLOAD_LABELS__*` name the labels a workload read matches on."""
+    with running(RecordingProxy(world.prometheus.url)) as proxy:
+        for pod_label in ("label_app_kubernetes_io_name", "label_team"):
+            settings = Settings(
+                telemetry="prometheus",
+                prometheus=PrometheusSettings(url=proxy.url, match={"fleet": FLEET}, retries=0),
+                workload_labels=WorkloadLabelSettings(kube_state_metrics=pod_label),
+            )
+            telemetry = make_telemetry(settings, fleet=world.fleets[FLEET], signals=catalog)
+            result = telemetry.read(SignalQuery("gpu.temperature", workload="llm-pretrain"))
+            found = {s.node for s in result.samples}
+            assert found == (set(NODES[:32]) if pod_label.endswith("_name") else set())
+        default, renamed = proxy.queries()
+    assert 'label_app_kubernetes_io_name="llm-pretrain"' in default
+    assert 'label_team="llm-pretrain"' in renamed
+    assert "label_app_kubernetes_io_name" not in renamed

@@ -124,7 +124,7 @@ def test_workload_on_nodes_outside_the_fleet(raw_scenario: Raw) -> None:
 def test_trigger_needs_exactly_one_form(raw_scenario: Raw, trigger: dict[str, Any]) -> None:
     raw = raw_scenario()
     raw["trigger"] = trigger
-    assert "field 'trigger': give exactly one of 'alert' or 'command'" in error_of(raw)
+    assert "field 'trigger': give exactly one of 'alert', 'storm' or 'command'" in error_of(raw)
 
 
 def test_trigger_command_names_a_fleet_node(raw_scenario: Raw) -> None:

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 from pydantic import SecretStr
-from servers.alertmanager import AlertingPrometheus, AlertmanagerServer, shorten_rules
+from servers.alertmanager import AlertingPrometheus, alerting_stack
 from servers.oncall import TOKEN, Bot, running_bot
-from servers.prometheus import ScrapeTarget, free_port, poll
+from servers.prometheus import free_port, poll
 
 from bot.config import AlertmanagerSettings, ServerSettings, Settings, StorageSettings
 from bot.incidents.views import incident_view
@@ -44,24 +44,11 @@ def stack(tmp_path: Path, scenario_dir: Path) -> Iterator[tuple[Bot, AlertingPro
         server=ServerSettings(token=SecretStr(TOKEN), workers=2),
         alertmanager=AlertmanagerSettings(url=f"http://127.0.0.1:{am_port}"),
     )
-    with running_bot(settings, scenario=scenario_dir / "ecc-dbe-storm.yaml") as bot:
-        (tmp_path / "am").mkdir()
-        alertmanager = AlertmanagerServer(
-            tmp_path / "am", webhook_url=f"{bot.url}/alerts", token=TOKEN, port=am_port
-        ).start()
-        (tmp_path / "prom").mkdir()
-        rules = shorten_rules(RULES, tmp_path / "rules-short.yaml")
-        prometheus = AlertingPrometheus(
-            tmp_path / "prom",
-            targets=[ScrapeTarget(job="sim", url=f"{bot.url}/sim/metrics")],
-            rule_files=[rules],
-            alertmanager=alertmanager.url,
-        )
-        try:
-            yield bot, prometheus.start()
-        finally:
-            prometheus.stop()
-            alertmanager.stop()
+    with (
+        running_bot(settings, scenario=scenario_dir / "ecc-dbe-storm.yaml") as bot,
+        alerting_stack(bot.url, tmp_path, rules=RULES, token=TOKEN, am_port=am_port) as prometheus,
+    ):
+        yield bot, prometheus
 
 
 def ecc_incident(bot: Bot) -> dict[str, object] | None:

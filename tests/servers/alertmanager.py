@@ -5,15 +5,17 @@ that evaluates alerting rules and sends to it, for the alerting tests.
 group_wait/group_interval), starts the binary on an ephemeral port with clustering off and its
 own `--storage.path`, and waits for `/-/ready`. `AlertingPrometheus` is the shared
 `PrometheusServer` fixture plus `rule_files` and an `alerting` section. `shorten_rules` makes
-the test copy of deploy/'s rules: every window and `for:` cut to seconds. A missing binary fails
-the test with the apt package to install; it is never skipped.
+the test copy of deploy/'s rules: every window and `for:` cut to seconds; `alerting_stack` runs
+all three against a running bot. A missing binary fails the test with the apt package to
+install; it is never skipped.
 """
 
 from __future__ import annotations
 
 import re
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +140,31 @@ class AlertingPrometheus(PrometheusServer):
     def firing(self, alertname: str) -> list[dict[str, Any]]:
         """The rule's alerts that are firing now (Prometheus' ALERTS series)."""
         return self.query(f'ALERTS{{alertname="{alertname}",alertstate="firing"}}')
+
+
+@contextmanager
+def alerting_stack(
+    bot_url: str, workdir: Path, *, rules: Path, token: str, am_port: int
+) -> Iterator[AlertingPrometheus]:
+    """Alertmanager posting to the bot's `/alerts` with `token`, and a Prometheus scraping the
+    bot's `/sim/metrics` every second and evaluating `rules` cut to seconds; both stopped after.
+    """
+    (workdir / "am").mkdir()
+    alertmanager = AlertmanagerServer(
+        workdir / "am", webhook_url=f"{bot_url}/alerts", token=token, port=am_port
+    ).start()
+    (workdir / "prom").mkdir()
+    prometheus = AlertingPrometheus(
+        workdir / "prom",
+        targets=[ScrapeTarget(job="sim", url=f"{bot_url}/sim/metrics")],
+        rule_files=[shorten_rules(rules, workdir / "rules-short.yaml")],
+        alertmanager=alertmanager.url,
+    )
+    try:
+        yield prometheus.start()
+    finally:
+        prometheus.stop()
+        alertmanager.stop()
 
 
 _RANGE = re.compile(r"\[(\d+)([smhd])\]")

@@ -2,7 +2,8 @@
 
 Covers: a bad signature and a stale timestamp get 401 and reach no listener; a signed command is
 acknowledged with 200 and answered on its response_url; unknown verbs, invalid node names,
-unknown nodes and unknown incidents get an ephemeral reply naming what is valid; help,
+unknown nodes and unknown incidents get an ephemeral reply naming what is valid, and every
+refused command is still acknowledged with 200; help,
 runbooks and incidents answer ephemerally; a channel the bot is not in gets an invitation hint
 and opens no incident; an unexpected failure answers with a reference id, never a traceback;
 a revoked bot token or an unreachable Slack stops start-up with the setting to check.
@@ -61,6 +62,16 @@ def test_unknown_verb_replies_with_the_valid_verbs(harness: SlackHarness) -> Non
     assert reply.body["response_type"] == "ephemeral"
     assert "unknown command 'fix'" in reply.text
     assert "diagnose, run, incidents" in reply.text
+
+
+def test_every_refused_command_is_acknowledged(harness: SlackHarness) -> None:
+    # A listener that fails after ack() must not reach bolt, whose runner then races on the
+    # response it is returning (the request came back as a 404 "unhandled request").
+    names = [harness.command(f"fix gpu-node-{n:02d}") for n in range(40)]
+    harness.settle()
+    for name in names:
+        (reply,) = harness.replies(name)
+        assert "unknown command 'fix'" in reply.text
 
 
 def test_invalid_node_name_names_the_kubernetes_rule(harness: SlackHarness) -> None:

@@ -1,8 +1,8 @@
 """Gather steps: read a signal from Telemetry or objects/logs from the Cluster.
 
 Outputs are summaries that expressions can read: for a signal, `max`, `min`, `sum`, `count`,
-`any`, `argmax`, `argmin`, `median`, `over_zero`, `present_nodes`, the samples far from the
-median (`low_outliers`/`high_outliers` and their nodes), per-label spreads for the signal's
+`any`, `argmax`, `argmin`, `median`, `over_zero`, `zero_nodes`, `present_nodes`, the samples far
+from the median (`low_outliers`/`high_outliers` and their nodes), per-label spreads for the signal's
 `keep_labels` (`distinct`, `majority`, `minority_nodes`, `node_labels`) and
 `missing`/`missing_nodes`. A missing signal has `max == null`, so a check that needs it becomes
 *unknown* instead of silently passing.
@@ -70,6 +70,7 @@ def summarize_signal(
         "argmin": _sample_dict(samples[-1]) if samples else {},
         "over_zero": over_zero[:MAX_SAMPLES],
         "over_zero_nodes": sorted({s["node"] for s in over_zero}),
+        "zero_nodes": sorted({s.node for s in samples if s.value <= 0}),
         "present_nodes": sorted({s.node for s in samples}),
         "sparse_nodes": _sparse_nodes(samples),
         "samples": [_sample_dict(s) for s in samples[:MAX_SAMPLES]],
