@@ -11,7 +11,7 @@ import platform
 import statistics
 import sys
 import threading
-import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -68,15 +68,17 @@ def _range(lo: int, hi: int, nodes: int) -> str:
 
 @dataclass
 class TimedTelemetry:
-    """Wraps a Telemetry adapter and records when each read ran (runs are measured one at a
-    time, so every interval recorded during a run belongs to it)."""
+    """Wraps a Telemetry adapter and records when each read ran, on the bot's clock (`now`), so
+    reads can be set against the incident's own timestamps. Runs are measured one at a time, so
+    every read recorded during a run belongs to it."""
 
     inner: Telemetry
-    intervals: list[tuple[float, float, int]] = field(default_factory=list)
+    now: Callable[[], datetime]
+    intervals: list[tuple[datetime, datetime, int]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def read(self, query: SignalQuery) -> SignalResult:
-        start = time.perf_counter()
+        start = self.now()
         queries = 0
         try:
             result = self.inner.read(query)
@@ -84,25 +86,36 @@ class TimedTelemetry:
             return result
         finally:
             with self._lock:
-                self.intervals.append((start, time.perf_counter(), queries))
+                self.intervals.append((start, self.now(), queries))
 
-    def queries(self, since: float, until: float) -> int:
+    def queries(self, since: datetime, until: datetime) -> int:
         """Backend queries of the reads that started in [since, until]."""
         with self._lock:
             return sum(q for a, _b, q in self.intervals if since <= a <= until)
 
-    def busy_seconds(self, since: float, until: float) -> float:
-        """Wall time within [since, until] when at least one read was in flight (reads run
-        concurrently; overlapping reads count once)."""
+    def span(self, since: datetime, until: datetime) -> tuple[datetime, datetime]:
+        """The first read's start and the last read's end among the reads within [since, until]
+        (a window with no read gives (until, until))."""
+        with self._lock:
+            inside = [(a, b) for a, b, _q in self.intervals if since <= a and b <= until]
+        if not inside:
+            return until, until
+        return min(a for a, _b in inside), max(b for _a, b in inside)
+
+    def busy_seconds(self, since: datetime, until: datetime) -> float:
+        """Time within [since, until] when at least one read was in flight: the union of the
+        reads' intervals (a runbook's reads run concurrently; overlapping reads count once)."""
         with self._lock:
             spans = sorted(
-                (max(a, since), min(b, until)) for a, b, _q in self.intervals if b > since
+                (max(a, since), min(b, until))
+                for a, b, _q in self.intervals
+                if b > since and a < until
             )
         total, end = 0.0, since
         for a, b in spans:
             if b <= end:
                 continue
-            total += b - max(a, end)
+            total += (b - max(a, end)).total_seconds()
             end = b
         return total
 

@@ -2,19 +2,32 @@
 
 For each fleet size the bot is served on loopback (bot.server) and a GPUEccStorm webhook for the
 faulty node is POSTed; the ecc-storm run goes to its verdict and stops at the approval. The
-latency is the incident's own time to diagnosis (`diagnosed_at - detected_at`: received -> the
-verdict committed), so queueing for a worker counts. Between runs the alert resolves, so the next
-webhook opens a new incident. Two telemetry backends:
+latency is the incident's own time to diagnosis, `diagnosed_at - detected_at` on the bot's
+clock: from the webhook's arrival to the verdict (stamped when the localize step's output reaches
+the engine and committed with it when that super-step ends, a millisecond or two later), so
+queueing for a worker counts. Between runs the alert resolves, so the next webhook opens a new
+incident. Two telemetry backends:
 
 - `inprocess`: SimTelemetry reads the simulated fleet directly;
 - `prometheus`: a real Prometheus (Debian's) scrapes the same fleet's series (only those the
   runbook reads, from a separate exporter process) every 5 s, and the run reads through
   PrometheusTelemetry on loopback.
 
-Also reported: telemetry queries per run (as recorded on the run) and the share of each run's
-wall time (POST -> run stopped) spent outside telemetry reads.
+Over the same window, per run:
+- telemetry time: the time during which at least one read of the Telemetry port was in flight,
+  i.e. the union of the reads' intervals (a runbook's reads run concurrently, so overlapping
+  reads count once; with every read in one super-step, as in ecc-storm, this is their time on
+  the critical path). It includes the client's own work and any wait for the interpreter or a
+  core while other steps run;
+- engine overhead: the rest of the window (intake, scheduling, the steps' own work, recording),
+  its share of the window, and overhead / telemetry time, which DESIGN §12 bounds at 0.2;
+- where the window goes: intake (received -> run started: alert stored, incident opened, handed
+  to a worker), run setup (-> first read: inputs checked, run recorded, graph started), reads
+  (first read started -> last read done) and after the reads (-> verdict: the end of the gather
+  super-step and its recording, the checks and theirs, localizing).
+Plus telemetry queries per run (webhook POSTed -> run stopped at its approval).
 
-    python bench/triage_latency.py --sizes 64 512 1024 --runs 30 --mode both
+    python bench/triage_latency.py --sizes 64 512 1024 --runs 50 --mode both
 """
 
 from __future__ import annotations
@@ -119,7 +132,7 @@ def serving(
         rt = stack.enter_context(open_runtime(settings, scenario=ecc_fleet(nodes), fresh=True))
         if sync == "normal":
             relax_sqlite_sync(rt.db, rt.engine.checkpointer)
-        timed = TimedTelemetry(rt.deps.telemetry)
+        timed = TimedTelemetry(rt.deps.telemetry, now=rt.clock.now)
         rt.deps = rt.engine.deps = replace(rt.deps, telemetry=timed)
         server = RunningServer(create_app(settings, rt)).start()
         stack.callback(server.stop)
@@ -168,18 +181,19 @@ class QuietHandler(WSGIRequestHandler):
 
 
 def measure(nodes: int, mode: str, runs: int, *, sync: str) -> dict[str, Any]:
-    latencies, queries, outside = [], [], []
+    latencies, queries, telemetry, overhead, ratios = [], [], [], [], []
+    phases: dict[str, list[float]] = {name: [] for name in PHASES}
     with (
         tempfile.TemporaryDirectory() as tmp,
         serving(nodes, mode, Path(tmp), sync=sync) as (rt, server, timed),
     ):
         http = httpx.Client(base_url=server.url, timeout=60.0)
         for index in range(runs + 1):  # the first run warms caches and is not counted
-            started = time.perf_counter()
+            posted = rt.clock.now()
             reply = http.post("/alerts", json=webhook(rt, nodes, status="firing", index=index))
             incident_id = int(reply.json()["incidents"][0].removeprefix("INC-"))
             assert server.app.workers.wait_idle(120)
-            finished = time.perf_counter()
+            stopped = rt.clock.now()
             with session_scope(rt.db) as session:
                 incident = incident_store.get_incident(session, incident_id)
                 run = run_store.latest_run_for_incident(session, incident_id)
@@ -188,21 +202,40 @@ def measure(nodes: int, mode: str, runs: int, *, sync: str) -> dict[str, Any]:
             http.post("/alerts", json=webhook(rt, nodes, status="resolved", index=index))
             if index == 0:
                 continue
-            latencies.append((incident.diagnosed_at - incident.detected_at).total_seconds())
-            queries.append(timed.queries(started, finished))
-            wall = finished - started
-            outside.append(1 - timed.busy_seconds(started, finished) / wall)
+            received, diagnosed = incident.detected_at, incident.diagnosed_at
+            latency = (diagnosed - received).total_seconds()
+            reads = timed.busy_seconds(received, diagnosed)
+            latencies.append(latency)
+            queries.append(timed.queries(posted, stopped))
+            telemetry.append(reads)
+            overhead.append(latency - reads)
+            ratios.append((latency - reads) / reads if reads else float("inf"))
+            first, last = timed.span(received, diagnosed)
+            marks = (received, run.started_at, first, last, diagnosed)
+            for name, start, end in zip(PHASES, marks, marks[1:], strict=False):
+                phases[name].append((end - start).total_seconds())
     return {
         "nodes": nodes,
         "mode": mode,
         "sqlite_synchronous": sync,
         "runs": runs,
-        "p50_ms": round(percentile(latencies, 0.5) * 1000, 1),
-        "p99_ms": round(percentile(latencies, 0.99) * 1000, 1),
-        "max_ms": round(max(latencies) * 1000, 1),
+        "p50_ms": _ms(percentile(latencies, 0.5)),
+        "p99_ms": _ms(percentile(latencies, 0.99)),
+        "max_ms": _ms(max(latencies)),
         "queries_per_run": sorted(set(queries)),
-        "outside_telemetry_share": round(sum(outside) / len(outside), 3),
+        "telemetry_p50_ms": _ms(percentile(telemetry, 0.5)),
+        "overhead_p50_ms": _ms(percentile(overhead, 0.5)),
+        "outside_telemetry_share": round(sum(overhead) / sum(latencies), 3),
+        "overhead_per_telemetry_p50": round(percentile(ratios, 0.5), 2),
+        "phases_p50_ms": {name: _ms(percentile(v, 0.5)) for name, v in phases.items()},
     }
+
+
+PHASES = ("intake", "run_setup", "reads", "after_reads")
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 1)
 
 
 def main() -> None:
@@ -224,13 +257,23 @@ def main() -> None:
         return
     modes = ["inprocess", "prometheus"] if args.mode == "both" else [args.mode]
     results = [measure(n, m, args.runs, sync=args.sqlite_sync) for m in modes for n in args.sizes]
-    header = ("mode", "nodes", "p50 ms", "p99 ms", "max ms", "queries")
-    print(f"{header[0]:<11} " + " ".join(f"{h:>8}" for h in header[1:]) + "  outside telemetry")
+    header = ("mode", "nodes", "p50 ms", "p99 ms", "max ms", "queries", "telem ms", "ovh ms")
+    print(
+        f"{header[0]:<11} "
+        + " ".join(f"{h:>8}" for h in header[1:])
+        + "  outside telemetry  overhead/telemetry"
+    )
     for r in results:
         print(
             f"{r['mode']:<11} {r['nodes']:>8} {r['p50_ms']:>8} {r['p99_ms']:>8} {r['max_ms']:>8} "
-            f"{','.join(map(str, r['queries_per_run'])):>8}  {r['outside_telemetry_share']:.0%}"
+            f"{','.join(map(str, r['queries_per_run'])):>8} {r['telemetry_p50_ms']:>8} "
+            f"{r['overhead_p50_ms']:>8}  {r['outside_telemetry_share']:>17.0%}  "
+            f"{r['overhead_per_telemetry_p50']:>18}"
         )
+    print("\nwhere the window goes (p50 ms): " + ", ".join(PHASES))
+    for r in results:
+        phases = " ".join(f"{v:>11}" for v in r["phases_p50_ms"].values())
+        print(f"{r['mode']:<11} {r['nodes']:>8} {phases}")
     if args.json:
         args.json.write_text(json.dumps({"machine": machine(), "results": results}, indent=2))
 

@@ -6,7 +6,7 @@ table holds what people ask about a run: status, verdict, query count, error.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -107,22 +107,36 @@ def add_findings(
 ) -> list[FindingRow]:
     """Store findings, each shaped like `bot.diagnosis.findings.Finding.to_dict()`."""
     rows = [
-        FindingRow(
-            run_id=run_id,
-            incident_id=incident_id,
-            check_id=str(f["check_id"]),
-            layer=str(f["layer"]),
-            severity=str(f["severity"]),
-            summary=str(f["summary"]),
-            evidence=list(f.get("evidence", [])),
-            culprit=dict(f.get("culprit", {})),
-            at=at,
-        )
+        FindingRow(**finding_values(run_id=run_id, incident_id=incident_id, finding=f, at=at))
         for f in findings
     ]
     session.add_all(rows)
     session.flush()
     return rows
+
+
+def finding_values(
+    *, run_id: str, incident_id: int, finding: Mapping[str, Any], at: datetime
+) -> dict[str, Any]:
+    """The `findings` row of one finding shaped like `Finding.to_dict()`."""
+    return {
+        "run_id": run_id,
+        "incident_id": incident_id,
+        "check_id": str(finding["check_id"]),
+        "layer": str(finding["layer"]),
+        "severity": str(finding["severity"]),
+        "summary": str(finding["summary"]),
+        "evidence": list(finding.get("evidence", [])),
+        "culprit": dict(finding.get("culprit", {})),
+        "at": at,
+    }
+
+
+def insert_findings(session: Session, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Store many `finding_values` rows in one statement; ids follow the given order."""
+    if rows:
+        table: Any = FindingRow.__table__  # type: ignore[attr-defined]
+        session.connection().execute(table.insert(), list(rows))
 
 
 def list_findings(session: Session, *, run_id: str) -> list[FindingRow]:

@@ -1,7 +1,8 @@
 """Safe condition expressions: CEL (the Kubernetes convention), never Python eval.
 
 Expressions are compiled once at load time; `variables` tells the compiler which steps an
-expression reads, which is how data dependencies (and so concurrency) are found.
+expression reads, which is how data dependencies (and so concurrency) are found, and `fields`
+which of their fields, so evaluation converts only those for CEL.
 Numbers from signals are doubles: write `0.0`, not `0` (CEL does not coerce int and double).
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import cel
@@ -17,6 +18,21 @@ import cel
 # Comprehension macros bind their own iteration variable: `xs.exists(x, x > 1)`.
 _MACRO_VAR = re.compile(
     r"\.\s*(?:all|exists|exists_one|map|filter)\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*,"
+)
+# CEL's lexical grammar, as far as finding `name.field` needs: string literals (raw ones have no
+# escapes) and comments are skipped, so a name inside them is not a read.
+_TOKEN = re.compile(
+    r"""(?P<skip>
+          (?:[rR][bB]?|[bB][rR])(?:'{3}.*?'{3}|"{3}.*?"{3}|'[^'\n]*'|"[^"\n]*")
+        | [bB]?(?:'{3}(?:\\.|[^\\])*?'{3}|"{3}(?:\\.|[^\\])*?"{3}
+                 |'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*")
+        | //[^\n]*
+        | \s+
+      )
+    | (?P<number>\d[\w.]*)
+    | (?P<ident>[A-Za-z_]\w*)
+    | (?P<other>.)""",
+    re.VERBOSE | re.DOTALL,
 )
 
 
@@ -29,16 +45,30 @@ class Expression:
     source: str
     program: Any
     variables: frozenset[str]
+    fields: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """For each variable the expression reads only as `name.field`: those fields."""
 
     def evaluate(self, context: Mapping[str, Any]) -> Any:
         """Evaluate against `context`. Raises ExpressionError with the reason on failure.
 
-        Only the names the expression reads are handed to CEL: converting a whole run's step
-        outputs for every check would cost more than evaluating it."""
+        Only what the expression reads is handed to CEL: the names it reads and, of a mapping
+        read only field by field, those fields. Converting a step output for CEL costs about
+        80 µs per KB of JSON (a check reading `dbe.max` would convert every sample)."""
         try:
-            return self.program.execute({k: context[k] for k in self.variables if k in context})
+            return self.program.execute(self._activation(context))
         except (KeyError, TypeError, ValueError, RuntimeError) as exc:
             raise ExpressionError(f"'{self.source}': {_short(exc)}") from exc
+
+    def _activation(self, context: Mapping[str, Any]) -> dict[str, Any]:
+        activation = {}
+        for name in self.variables:
+            if name not in context:
+                continue
+            value, fields = context[name], self.fields.get(name)
+            if fields is not None and isinstance(value, Mapping):
+                value = {key: value[key] for key in fields if key in value}
+            activation[name] = value
+        return activation
 
     def test(self, context: Mapping[str, Any]) -> bool:
         """Evaluate as a condition; a non-boolean result is an error, not truthiness."""
@@ -58,7 +88,38 @@ def compile_expression(source: str) -> Expression:
         raise ExpressionError(f"'{source}': {_short(exc)}") from exc
     bound = set(_MACRO_VAR.findall(source))
     variables = frozenset(v for v in program.variables() if v not in bound)
-    return Expression(source=source, program=program, variables=variables)
+    return Expression(
+        source=source, program=program, variables=variables, fields=field_reads(source, variables)
+    )
+
+
+def field_reads(source: str, variables: frozenset[str]) -> dict[str, frozenset[str]]:
+    """The fields read of each variable that `source` uses only as `name.field` (has() included).
+
+    A variable used any other way (bare, indexed, `name.exists(...)`) is left out: it is handed
+    to CEL whole.
+    """
+    tokens = [(m.lastgroup, m.group()) for m in _TOKEN.finditer(source) if m.lastgroup != "skip"]
+    fields: dict[str, set[str]] = {}
+    whole: set[str] = set()
+    for i, (kind, text) in enumerate(tokens):
+        if kind != "ident" or text not in variables or (i and tokens[i - 1][1] == "."):
+            continue  # not a variable: a field, a function, or another name
+        read = _field_after(tokens[i + 1 : i + 4])
+        if read is None:
+            whole.add(text)
+        else:
+            fields.setdefault(text, set()).add(read)
+    return {name: frozenset(read) for name, read in fields.items() if name not in whole}
+
+
+def _field_after(following: list[tuple[str | None, str]]) -> str | None:
+    """`field` when the tokens after a variable read `.field` (not a `.method(` call)."""
+    if len(following) < 2 or following[0][1] != "." or following[1][0] != "ident":
+        return None
+    if len(following) == 3 and following[2][1] == "(":
+        return None
+    return following[1][1]
 
 
 def _short(exc: BaseException) -> str:

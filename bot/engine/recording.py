@@ -1,26 +1,31 @@
 """Turns run progress into durable records: timeline events, findings, approvals, verdicts and
-incident transitions. Called by `running.py` inside a session; never by node code.
+incident transitions. Called by `running.py` through `recording()`, one transaction per batch of
+progress (a super-step's steps); never by node code.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from bot.clock import Clock
 from bot.engine.loading import LoadedRunbook
 from bot.engine.summaries import describe_step
 from bot.incidents import lifecycle
+from bot.incidents.opening import record_many
 from bot.incidents.states import IncidentState
 from bot.incidents.timeline import EventKind
 from storage import alerts as alert_store
 from storage import approvals as approval_store
 from storage import incidents as incident_store
 from storage import runs as run_store
+from storage.db import session_scope
 from storage.tables import Incident
 
 BOT = "bot"
@@ -39,9 +44,38 @@ _ACTION_EVENTS = {
 }
 
 
+@contextmanager
+def recording(db: Engine, clock: Clock) -> Iterator[Recorder]:
+    """A Recorder in a transaction of its own: the buffered events are written, then it commits
+    (nothing is written if the block raises)."""
+    with session_scope(db) as session:
+        recorder = Recorder(session, clock)
+        yield recorder
+        recorder.flush()
+
+
 class Recorder:
+    """Writes a run's progress through one session.
+
+    Timeline events and findings are buffered and written by `flush` in one INSERT each, not one
+    ORM flush per row.
+    A lifecycle change (a transition, the verdict, an acknowledgement) writes its own events, so
+    the buffer is flushed before it: event ids keep the order in which things were recorded.
+    """
+
     def __init__(self, session: Session, clock: Clock) -> None:
         self.session, self.clock = session, clock
+        self._events: list[dict[str, Any]] = []
+        self._findings: list[dict[str, Any]] = []
+
+    def flush(self) -> None:
+        """Write the buffered timeline events and findings, one statement each."""
+        if self._events:
+            record_many(self.session, events=self._events)
+            self._events = []
+        if self._findings:
+            run_store.insert_findings(self.session, self._findings)
+            self._findings = []
 
     def _incident(self, incident_id: int) -> Incident:
         incident = incident_store.get_incident(self.session, incident_id)
@@ -61,26 +95,34 @@ class Recorder:
         payload: Mapping[str, Any] | None = None,
         at: datetime | None = None,
     ) -> None:
-        lifecycle.record(
-            self.session,
-            incident_id=incident_id,
-            kind=kind,
-            at=at or self.clock.now(),
-            actor=actor,
-            summary=summary,
-            payload=payload,
-            run_id=run_id,
-            step_id=step_id,
+        self._events.append(
+            {
+                "incident_id": incident_id,
+                "kind": kind,
+                "at": at or self.clock.now(),
+                "actor": actor,
+                "summary": summary,
+                "payload": payload,
+                "run_id": run_id,
+                "step_id": step_id,
+            }
         )
 
     def _move(
-        self, incident_id: int, to: IncidentState, *, actor: str = BOT, reason: str | None = None
+        self,
+        incident_id: int,
+        to: IncidentState,
+        *,
+        actor: str = BOT,
+        reason: str | None = None,
+        at: datetime | None = None,
     ) -> None:
         incident = self._incident(incident_id)
         if incident.state == to.value or incident.state == IncidentState.RESOLVED.value:
             return
+        self.flush()
         lifecycle.transition(
-            self.session, incident, to=to, at=self.clock.now(), actor=actor, reason=reason
+            self.session, incident, to=to, at=at or self.clock.now(), actor=actor, reason=reason
         )
 
     # -- run lifecycle -----------------------------------------------------------------------
@@ -180,17 +222,9 @@ class Recorder:
         self._move(incident_id, IncidentState.AWAITING_APPROVAL)
 
     # -- steps ---------------------------------------------------------------------------------
-    def step(
-        self,
-        incident_id: int,
-        run_id: str,
-        loaded: LoadedRunbook,
-        step_id: str,
-        output: Mapping[str, Any],
-    ) -> None:
+    def step(self, done: StepDone) -> None:
         """Record one completed step: a dedicated handler per kind, else `step_completed`."""
-        done = StepDone(incident_id, run_id, loaded, step_id, output)
-        handler = getattr(self, f"_on_{output.get('kind')}", self._completed)
+        handler = getattr(self, f"_on_{done.output.get('kind')}", self._completed)
         handler(done)
 
     def _note(
@@ -210,6 +244,7 @@ class Recorder:
             step_id=done.step_id,
             actor=actor,
             payload=payload,
+            at=done.at,
         )
 
     def _completed(self, done: StepDone) -> None:
@@ -222,12 +257,10 @@ class Recorder:
         if done.output.get("status") != "fired" or not finding:
             self._completed(done)
             return
-        run_store.add_findings(
-            self.session,
-            run_id=done.run_id,
-            incident_id=done.incident_id,
-            findings=[finding],
-            at=self.clock.now(),
+        self._findings.append(
+            run_store.finding_values(
+                run_id=done.run_id, incident_id=done.incident_id, finding=finding, at=done.at
+            )
         )
         summary = f"[{finding['severity']}/{finding['layer']}] {finding['summary']}"
         self._note(done, EventKind.FINDING, summary, payload=finding)
@@ -235,10 +268,11 @@ class Recorder:
     def _on_localize(self, done: StepDone) -> None:
         output = done.output
         run_store.update_run(self.session, done.run_id, verdict=dict(output))
+        self.flush()
         lifecycle.mark_diagnosed(
             self.session,
             self._incident(done.incident_id),
-            at=self.clock.now(),
+            at=done.at,
             layer=str(output["layer"]),
             confidence=float(output["confidence"]),
             culprits=list(output.get("culprits", [])),
@@ -258,8 +292,9 @@ class Recorder:
         )
         if decision == "approved":
             incident = self._incident(done.incident_id)
-            lifecycle.mark_acknowledged(self.session, incident, at=self.clock.now(), actor=actor)
-            self._move(done.incident_id, IncidentState.MITIGATING, actor=actor)
+            self.flush()
+            lifecycle.mark_acknowledged(self.session, incident, at=done.at, actor=actor)
+            self._move(done.incident_id, IncidentState.MITIGATING, actor=actor, at=done.at)
 
     def _on_act(self, done: StepDone) -> None:
         if done.output.get("skipped"):
@@ -287,13 +322,15 @@ class Recorder:
 
 @dataclass(frozen=True)
 class StepDone:
-    """One completed step, as the recorder sees it."""
+    """One completed step, as the recorder sees it. `at` is when its output reached the engine;
+    its records carry that time even when they are written with the rest of its super-step."""
 
     incident_id: int
     run_id: str
     loaded: LoadedRunbook
     step_id: str
     output: Mapping[str, Any]
+    at: datetime
 
 
 def _trim(output: Mapping[str, Any]) -> dict[str, Any]:

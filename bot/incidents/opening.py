@@ -153,6 +153,8 @@ def event_row(
     summary: str,
     payload: Mapping[str, Any] | None = None,
     pinned: bool | None = None,
+    run_id: str | None = None,
+    step_id: str | None = None,
 ) -> dict[str, Any]:
     """A timeline row as `record` would write it (pinned by default for the curated kinds)."""
     return {
@@ -163,4 +165,6 @@ def event_row(
         "summary": summary,
         "payload": dict(payload or {}),
         "pinned": kind in PINNED_BY_DEFAULT if pinned is None else pinned,
+        "run_id": run_id,
+        "step_id": step_id,
     }

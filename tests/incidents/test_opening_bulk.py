@@ -6,7 +6,7 @@ clamped the same way; a group that already has an open incident is attached, not
 and gets no new events; two requests of one group share one incident; the database skips a
 group another replica opened between our lookup and our insert (`insert_incidents` returns no
 id for it) and the bulk path then attaches to that incident; `record_many` pins by kind like
-`record`.
+`record` and keeps the run and step an event belongs to.
 """
 
 from __future__ import annotations
@@ -159,8 +159,11 @@ def test_record_many_pins_by_kind_like_record(engine: Engine, clock: FakeClock) 
                 {"incident_id": incident_id, "kind": EventKind.NOTE, "at": now,
                  "actor": "alertmanager", "summary": "fired again"},
                 {"incident_id": incident_id, "kind": EventKind.VERDICT, "at": now,
-                 "actor": "bot", "summary": "Localized"},
+                 "actor": "bot", "summary": "Localized", "run_id": "r1", "step_id": "where"},
             ],
         )  # fmt: skip
-        kinds = [(e.kind, e.pinned) for e in store.list_events(session, incident_id)][-2:]
-    assert kinds == [("note", False), ("verdict", True)]
+        events = store.list_events(session, incident_id)[-2:]
+    assert [(e.kind, e.pinned, e.run_id, e.step_id) for e in events] == [
+        ("note", False, None, None),
+        ("verdict", True, "r1", "where"),
+    ]

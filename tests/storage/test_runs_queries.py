@@ -3,7 +3,8 @@
 Covers: a created run reads back with its inputs and status `running`; `update_run` changes
 only the fields given and refuses an unknown status or run; `latest_run_for_incident` picks the
 most recently started run; findings shaped like `Finding.to_dict()` are stored with their
-evidence and culprit.
+evidence and culprit; `insert_findings` stores many in one statement, read back in the order
+given, the same as `add_findings` would.
 """
 
 from __future__ import annotations
@@ -105,3 +106,24 @@ def test_findings_are_stored_with_evidence_and_culprit(
             {"node": "gpu-node-03", "gpu": "5"},
         )
         assert row.evidence == finding["evidence"]
+
+
+def test_insert_findings_stores_many_in_order_like_add_findings(
+    engine: Engine, run_id: str, incident_id: int, clock: FakeClock
+) -> None:
+    findings = [
+        {"check_id": check, "layer": "gpu_hardware", "severity": "critical", "summary": check}
+        for check in ("dbe_storm", "ecc_xid", "remap_failed")
+    ]
+    values = [
+        runs.finding_values(run_id=run_id, incident_id=incident_id, finding=f, at=clock.now())
+        for f in findings
+    ]
+    with session_scope(engine) as session:
+        runs.insert_findings(session, values)
+        runs.insert_findings(session, [])
+    with session_scope(engine) as session:
+        rows = runs.list_findings(session, run_id=run_id)
+    assert [(r.check_id, r.evidence, r.culprit, r.at) for r in rows] == [
+        (check, [], {}, clock.now()) for check in ("dbe_storm", "ecc_xid", "remap_failed")
+    ]
