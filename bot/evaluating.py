@@ -23,7 +23,6 @@ from typing import Any
 from bot.config import Settings
 from bot.engine.running import RunOutcome
 from bot.errors import OncallError, UserInputError
-from bot.incidents import lifecycle
 from bot.intake import commands as grammar
 from bot.intake.alerts import parse_webhook
 from bot.intake.receiving import receive_webhook
@@ -189,23 +188,7 @@ def _alerts(
 def _command(rt: Runtime, text: str, on_step: Any) -> Triggered:
     runbook, inputs = parse_command(text, rt)
     loaded = rt.catalog.get(runbook)
-    target_input = loaded.runbook.target_input
-    target = str(inputs.get(target_input, "")) if target_input else loaded.name
-    kind = loaded.runbook.inputs[target_input].type if target_input else "runbook"
-    now = rt.clock.now()
-    with session_scope(rt.db) as session:
-        incident, _ = lifecycle.open_or_attach(
-            session,
-            runbook=loaded.name,
-            target=target,
-            target_kind=kind,
-            severity="warning",
-            title=f"{loaded.runbook.metadata.title or loaded.name}: {target}",
-            fired_at=now,
-            detected_at=now,
-            actor=EVAL_REQUESTER,
-        )
-        incident_id = int(incident.id or 0)
+    incident_id, _ = rt.engine.open_incident(loaded, inputs, actor=EVAL_REQUESTER)
     outcome = rt.engine.start(
         loaded,
         inputs=inputs,

@@ -17,7 +17,6 @@ from bot.config import Settings
 from bot.engine.loading import LoadedRunbook
 from bot.engine.running import RunOutcome
 from bot.errors import NotFound, OncallError, RunStateError
-from bot.incidents import lifecycle
 from bot.incidents.mttr import DEFINITIONS, format_duration
 from bot.incidents.views import event_views, incident_view
 from bot.intake.alerts import parse_webhook
@@ -110,26 +109,10 @@ def command_journey(
     interactive: bool,
 ) -> RunOutcome:
     """Journey 1 from the CLI: a person starts a runbook; the incident records it."""
-    target_input = loaded.runbook.target_input
-    target = str(inputs.get(target_input, "")) if target_input else loaded.name
-    now = rt.clock.now()
     from bot.engine.running import resolve_inputs
 
     resolved = resolve_inputs(loaded, inputs)
-    with session_scope(rt.db) as session:
-        kind = loaded.runbook.inputs[target_input].type if target_input else "runbook"
-        incident, _ = lifecycle.open_or_attach(
-            session,
-            runbook=loaded.name,
-            target=target,
-            target_kind=kind,
-            severity="warning",
-            title=f"{loaded.runbook.metadata.title or loaded.name}: {target}",
-            fired_at=now,
-            detected_at=now,
-            actor=user,
-        )
-        incident_id = int(incident.id or 0)
+    incident_id, target = rt.engine.open_incident(loaded, resolved, actor=user)
     term.heading(f"INC-{incident_id}: running runbook '{loaded.name}' on {target}")
     outcome = _run(rt, term, loaded, resolved, incident_id, user)
     final = _approval(rt, term, outcome, yes=yes, user=user, interactive=interactive)

@@ -28,6 +28,7 @@ from bot.engine.recording import StepDone, recording
 from bot.engine.state import Deps, RunState
 from bot.engine.steps.common import parse_duration
 from bot.errors import NotFound, RunStateError, UserInputError
+from bot.incidents import lifecycle
 from integrations.errors import InvalidName, NodeNotFound
 from integrations.names import check_node_name, expand_nodes
 from storage import approvals as approval_store
@@ -86,6 +87,29 @@ class RunEngine:
         return self._compiled[loaded.name]
 
     # -- start -------------------------------------------------------------------------------
+    def open_incident(
+        self, loaded: LoadedRunbook, inputs: Mapping[str, Any], *, actor: str
+    ) -> tuple[int, str]:
+        """The incident a person's run is about, opened now or the open one for the same
+        runbook and target: its id and the target (the target input's value, else the runbook)."""
+        name = loaded.runbook.target_input
+        target = str(inputs.get(name, "")) if name else loaded.name
+        kind = loaded.runbook.inputs[name].type if name else "runbook"
+        now = self.deps.clock.now()
+        with session_scope(self.db) as session:
+            incident, _ = lifecycle.open_or_attach(
+                session,
+                runbook=loaded.name,
+                target=target,
+                target_kind=kind,
+                severity="warning",
+                title=f"{loaded.runbook.metadata.title or loaded.name}: {target}",
+                fired_at=now,
+                detected_at=now,
+                actor=actor,
+            )
+            return int(incident.id or 0), target
+
     def start(
         self,
         loaded: LoadedRunbook,

@@ -107,20 +107,7 @@ class Replies:
                 raise NotFound(str(exc)) from exc
         starting = messages.STARTING.format(runbook=loaded.name, target=target)
         channel, ts = self.messages.placeholder(channel, starting)
-        now = rt.clock.now()
-        with session_scope(rt.db) as session:
-            incident, _opened = lifecycle.open_or_attach(
-                session,
-                runbook=loaded.name,
-                target=target,
-                target_kind=kind,
-                severity="warning",
-                title=f"{loaded.runbook.metadata.title or loaded.name}: {target}",
-                fired_at=now,
-                detected_at=now,
-                actor=user,
-            )
-            incident_id = int(incident.id or 0)
+        incident_id, _ = rt.engine.open_incident(loaded, resolved, actor=user)
         live = self.messages.adopt(incident_id=incident_id, channel=channel, ts=ts)
 
         def run() -> None:
