@@ -15,17 +15,16 @@ The fleets' last 32 minutes are backfilled (mfu-regression looks back 30 minutes
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from servers.world import World, diagnosis_of, run_both, runbook_signals, start_world
+from servers.world import World, diagnosis_of, run_both, start_scenario_world
 
 from bot.config import Settings
 from bot.wiring import load_catalogs
 from integrations.signals import SignalCatalog
-from integrations.sim import SCENARIO_DIR, Fleet, load_scenario
 
 #: (scenario file, runbook, inputs).
 CASES: list[tuple[str, str, dict[str, str]]] = [
@@ -35,22 +34,14 @@ CASES: list[tuple[str, str, dict[str, str]]] = [
     ("storm-leaf-switch-down.yaml", "node-storm", {"nodes": "gpu-node-[024-031]"}),
     ("storm-driver-rollout-xid.yaml", "node-storm", {"nodes": "gpu-node-[040-047]"}),
 ]
-FILES = sorted({case[0] for case in CASES})
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory, catalog: SignalCatalog) -> Iterator[World]:
-    fleets = {
-        Path(name).stem: Fleet(load_scenario(SCENARIO_DIR / name), lambda: datetime.now(UTC))
-        for name in FILES
-    }
-    world = start_world(
+    world = start_scenario_world(
         tmp_path_factory.mktemp("missions"),
-        fleets,
+        CASES,
         catalog=catalog,
-        signals=runbook_signals({case[1] for case in CASES}),
-        scrape_interval="5s",
-        scrapes=1,
         history=timedelta(minutes=32),  # mfu-regression reads 30 minutes
     )
     yield world

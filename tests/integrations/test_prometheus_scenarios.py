@@ -16,17 +16,15 @@ full from the first query; faults start in the past, as the scenario files say.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from servers.world import World, diagnosis_of, run_both, runbook_signals, start_world
+from servers.world import World, diagnosis_of, run_both, start_scenario_world
 
 from bot.config import Settings
 from bot.wiring import load_catalogs
 from integrations.signals import SignalCatalog
-from integrations.sim import SCENARIO_DIR, Fleet, load_scenario
 
 #: (scenario file, runbook, inputs): node runbooks, each on its scenario's faulty node.
 CASES: list[tuple[str, str, dict[str, str]]] = [
@@ -41,23 +39,11 @@ CASES: list[tuple[str, str, dict[str, str]]] = [
     ("exporter-down.yaml", "node-diagnose", {"node": "gpu-node-04"}),
     ("healthy-node.yaml", "node-diagnose", {"node": "gpu-node-05"}),
 ]
-FILES = sorted({case[0] for case in CASES})
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory, catalog: SignalCatalog) -> Iterator[World]:
-    fleets = {
-        Path(name).stem: Fleet(load_scenario(SCENARIO_DIR / name), lambda: datetime.now(UTC))
-        for name in FILES
-    }
-    world = start_world(
-        tmp_path_factory.mktemp("scenarios"),
-        fleets,
-        catalog=catalog,
-        signals=runbook_signals({case[1] for case in CASES}),
-        scrape_interval="5s",
-        scrapes=1,  # the backfill holds the past; live scrapes only keep it current
-    )
+    world = start_scenario_world(tmp_path_factory.mktemp("scenarios"), CASES, catalog=catalog)
     yield world
     world.close()
 

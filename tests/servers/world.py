@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from bot.incidents import lifecycle
 from bot.wiring import load_catalogs, open_runtime
 from integrations.prometheus import PrometheusEndpoint, PrometheusTelemetry
 from integrations.signals import SignalCatalog
+from integrations.sim import SCENARIO_DIR, load_scenario
 from integrations.sim.cluster import SimCluster
 from integrations.sim.exporter import ExporterApp, ExporterServer
 from integrations.sim.fleet import Fleet
@@ -132,6 +133,32 @@ def start_world(
         world.close()
         raise
     return world
+
+
+def start_scenario_world(
+    workdir: Path,
+    cases: Iterable[tuple[str, str, Any]],
+    *,
+    catalog: SignalCatalog,
+    history: timedelta = HISTORY,
+) -> World:
+    """A World over the shipped scenario files named by `cases` ((file, runbook, inputs)), one
+    fleet per file (named by its stem), exposing what those runbooks read; live scrapes every
+    5 s only keep the backfilled past current."""
+    cases = list(cases)
+    fleets = {
+        Path(name).stem: Fleet(load_scenario(SCENARIO_DIR / name), lambda: datetime.now(UTC))
+        for name in sorted({case[0] for case in cases})
+    }
+    return start_world(
+        workdir,
+        fleets,
+        catalog=catalog,
+        signals=runbook_signals({case[1] for case in cases}),
+        scrape_interval="5s",
+        scrapes=1,
+        history=history,
+    )
 
 
 def diagnosis_of(outcome: RunOutcome) -> dict[str, Any]:
