@@ -20,9 +20,16 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 import yaml
-from servers.prometheus import PrometheusServer, ScrapeTarget, free_port, poll, require_binary
+from servers.prometheus import (
+    PrometheusServer,
+    ScrapeTarget,
+    answers_ready,
+    free_port,
+    poll,
+    require_binary,
+    stop_process,
+)
 
 
 class AlertmanagerServer:
@@ -89,14 +96,7 @@ class AlertmanagerServer:
     def stop(self) -> None:
         process, self._process = self._process, None
         self.http.close()
-        if process is None:
-            return
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        stop_process(process)
 
     def alerts(self) -> list[dict[str, Any]]:
         """The alerts Alertmanager holds now (GET /api/v2/alerts)."""
@@ -106,16 +106,7 @@ class AlertmanagerServer:
         return list(self.http.get("/api/v2/silences").json())
 
     def _ready(self) -> bool:
-        if self._process is not None and self._process.poll() is not None:
-            pytest.fail(
-                f"alertmanager exited with {self._process.returncode}: "
-                f"{self.log_file.read_text()[-2000:]}",
-                pytrace=False,
-            )
-        try:
-            return self.http.get("/-/ready").status_code == 200
-        except httpx.TransportError:
-            return False
+        return answers_ready(self._process, self.http, name="alertmanager", log_file=self.log_file)
 
 
 class AlertingPrometheus(PrometheusServer):

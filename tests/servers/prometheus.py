@@ -57,6 +57,33 @@ def poll(check: Callable[[], bool], *, what: str, seconds: float = WAIT_SECONDS)
         time.sleep(POLL_SECONDS)
 
 
+def stop_process(process: subprocess.Popen[bytes] | None) -> None:
+    """Terminate a server process, killing it if it has not exited after 10 s."""
+    if process is None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)
+
+
+def answers_ready(
+    process: subprocess.Popen[bytes] | None, http: httpx.Client, *, name: str, log_file: Path
+) -> bool:
+    """Whether the server answers `/-/ready`; fails the test with its log if it has exited."""
+    if process is not None and process.poll() is not None:
+        pytest.fail(
+            f"{name} exited with {process.returncode}: {log_file.read_text()[-2000:]}",
+            pytrace=False,
+        )
+    try:
+        return http.get("/-/ready").status_code == 200
+    except httpx.TransportError:
+        return False
+
+
 @dataclass(frozen=True)
 class ScrapeTarget:
     """One scrape job: a full metrics URL and target labels added to every series."""
@@ -143,14 +170,7 @@ class PrometheusServer:
     def stop(self) -> None:
         process, self._process = self._process, None
         self._http.close()
-        if process is None:
-            return
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        stop_process(process)
 
     def query(self, promql: str, **params: str) -> list[dict[str, Any]]:
         """An instant query's result rows (fails the test on an error answer)."""
@@ -171,13 +191,4 @@ class PrometheusServer:
         poll(scraped, what=f"{count} scrapes of {', '.join(jobs)} by {self.url}")
 
     def _ready(self) -> bool:
-        if self._process is not None and self._process.poll() is not None:
-            pytest.fail(
-                f"prometheus exited with {self._process.returncode}: "
-                f"{self.log_file.read_text()[-2000:]}",
-                pytrace=False,
-            )
-        try:
-            return self._http.get("/-/ready").status_code == 200
-        except httpx.TransportError:
-            return False
+        return answers_ready(self._process, self._http, name="prometheus", log_file=self.log_file)
