@@ -83,7 +83,7 @@ def serve_replica(port: int, db_url: str, nodes: int, storms: int, sync: str) ->
             relax_sqlite_sync(rt.db, rt.engine.checkpointer)
         app = create_app(settings, rt)
         app.workers = CountingWorkers(rt, workers=1, queue_limit=1, counters=app.counters)
-        RunningServer(app, port=port).httpd.serve_forever()
+        RunningServer(app, port=port).serve()
 
 
 @contextmanager

@@ -43,8 +43,9 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
+from socketserver import ThreadingMixIn
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, make_server
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import httpx
 from common import FAULTY, TimedTelemetry, ecc_fleet, machine, node, percentile, relax_sqlite_sync
@@ -52,7 +53,7 @@ from servers.prometheus import PrometheusServer, ScrapeTarget, free_port
 
 from bot.clock import SystemClock
 from bot.config import PrometheusSettings, ServerSettings, Settings, StorageSettings
-from bot.server import RunningServer, ThreadingWSGIServer, create_app
+from bot.server import RunningServer, create_app
 from bot.wiring import Runtime, open_runtime
 from integrations.sim.exporter import CONTENT_TYPE, format_sample
 from integrations.sim.fleet import Fleet
@@ -173,6 +174,12 @@ def serve_exporter(port: int, nodes: int) -> None:
     make_server(
         "127.0.0.1", port, app, server_class=ThreadingWSGIServer, handler_class=QuietHandler
     ).serve_forever()
+
+
+class ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
+    """The exporter's scrape server: one thread per scrape."""
+
+    daemon_threads = True
 
 
 class QuietHandler(WSGIRequestHandler):

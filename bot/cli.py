@@ -1,24 +1,34 @@
 """The `gpu-oncall` command line: a boundary. Reads Settings once, opens the runtime, renders
 results with bot.terminal, and turns errors into one-line messages and exit codes
-(2 = bad input, 1 = unexpected failure with a reference id; the traceback goes to the log).
+(2 = bad input or configuration, naming the variable; 1 = unexpected failure with a reference
+id, the traceback goes to the log). A closed standard output stops the printing, not the command.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import getpass
 import logging
+import re
+import signal
 import sys
+import typing
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ValidationError
+from pydantic_settings import SettingsError
+
 from bot import commands
 from bot.config import Settings
 from bot.errors import OncallError, UserInputError
+from bot.intake.commands import MAX_COMMAND_CHARS, MAX_INPUTS
 from bot.terminal import Terminal
 from integrations.errors import IntegrationError
+from storage.errors import BackendNotInstalledError, InvalidDatabaseUrlError, StorageError
 
 logger = logging.getLogger("gpu_oncall")
 
@@ -58,7 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     alerts.add_argument(
         "--unrouted", action="store_true", help="only alerts no runbook took, with the reason"
     )
-    alerts.add_argument("--limit", type=int, default=50)
+    alerts.add_argument(
+        "--limit", type=_bounded(1, MAX_LISTED), default=50, help=f"at most {MAX_LISTED}"
+    )
     alerts.add_argument("--json", action="store_true")
 
     serve = sub.add_parser(
@@ -95,6 +107,13 @@ def build_parser() -> argparse.ArgumentParser:
     classify = sub.add_parser("classify-log", help="classify a log (XID, NCCL, CUDA, OOM lines)")
     classify.add_argument("file", help="a log file, or - for standard input")
     classify.add_argument("--json", action="store_true")
+    triage = sub.add_parser(
+        "triage-bundle",
+        help="one verdict over a directory or tarball of tool outputs and logs "
+        "(nvidia-bug-report.log.gz, nvidia-smi -q, dcgmi diag, ibstat, kubectl, dmesg, ...)",
+    )
+    triage.add_argument("path", help="a directory, a .tar/.tar.gz/.tgz, or a single file")
+    triage.add_argument("--json", action="store_true")
 
     books = sub.add_parser("runbooks", help="list, validate or graph runbooks")
     books_sub = books.add_subparsers(dest="runbooks_command", required=True, metavar="ACTION")
@@ -106,6 +125,22 @@ def build_parser() -> argparse.ArgumentParser:
     graph = books_sub.add_parser("graph", help="print a runbook's step graph as Mermaid")
     graph.add_argument("name")
 
+    cluster = sub.add_parser("cluster", help="check the bot's access to the configured cluster")
+    cluster_sub = cluster.add_subparsers(dest="cluster_command", required=True, metavar="ACTION")
+    check = cluster_sub.add_parser(
+        "check", help="which RBAC permissions the configured identity holds (exit 1: missing)"
+    )
+    check.add_argument("--json", action="store_true")
+
+    db = sub.add_parser("db", help="the database schema (migrations)")
+    db_sub = db.add_subparsers(dest="db_command", required=True, metavar="ACTION")
+    db_sub.add_parser(
+        "upgrade", help="migrate the database to this release's schema (creates it when empty)"
+    )
+    db_sub.add_parser(
+        "current", help="the schema revision of the database and of this release (exit 1: behind)"
+    )
+
     sim = sub.add_parser("sim", help="the simulated fleet's endpoints for a real Prometheus")
     sim_sub = sim.add_subparsers(dest="sim_command", required=True, metavar="ACTION")
     serve_sim = sim_sub.add_parser(
@@ -115,6 +150,24 @@ def build_parser() -> argparse.ArgumentParser:
     serve_sim.add_argument("--port", type=int, default=9400, help="0 picks a free port")
     serve_sim.add_argument("--host", default="127.0.0.1")
     return parser
+
+
+MAX_LISTED = 10_000
+
+
+def _bounded(low: int, high: int) -> Any:
+    """An argparse type: an integer from `low` to `high` (argparse prints the error, exit 2)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is not between {low} and {high}")
+        return value
+
+    return parse
 
 
 def _run_options(parser: argparse.ArgumentParser) -> None:
@@ -130,12 +183,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     term = Terminal()
     try:
-        settings = Settings()
-        return dispatch(args, settings, term)
+        return _main(args, term)
+    finally:
+        term.release()
+
+
+def _main(args: argparse.Namespace, term: Terminal) -> int:
+    try:
+        return dispatch(args, read_settings(), term)
     except (UserInputError, IntegrationError) as exc:
         _err(f"gpu-oncall: error: {exc}")
         return 2
-    except OncallError as exc:
+    except (BackendNotInstalledError, InvalidDatabaseUrlError) as exc:
+        _err(f"gpu-oncall: error: GPU_ONCALL_STORAGE__URL: {exc} (valid: {DATABASE_URLS})")
+        return 2
+    except BrokenPipeError:
+        # The reader went away while something other than the Terminal wrote (the approval
+        # prompt); a run waits at its checkpoint. Exit as a process killed by SIGPIPE would.
+        term.closed = True
+        return 128 + signal.SIGPIPE
+    except (OncallError, StorageError) as exc:
         _err(f"gpu-oncall: {exc}")
         return 1
     except KeyboardInterrupt:
@@ -208,12 +275,20 @@ def dispatch(args: argparse.Namespace, settings: Settings, term: Terminal) -> in
         return commands.evaluate(settings, term, paths=args.paths, as_json=args.json)
     if args.command == "classify-log":
         return commands.classify_log(term, source=args.file, as_json=args.json)
+    if args.command == "triage-bundle":
+        return commands.triage_bundle(term, path=args.path, as_json=args.json)
     if args.command == "runbooks":
         if args.runbooks_command == "validate":
             return commands.validate_runbooks(settings, term, paths=args.paths)
         if args.runbooks_command == "list":
             return commands.list_runbooks(settings, term)
         return commands.graph_runbook(settings, term, name=args.name)
+    if args.command == "cluster":
+        return commands.cluster_check(settings, term, as_json=args.json)
+    if args.command == "db":
+        if args.db_command == "upgrade":
+            return commands.db_upgrade(settings, term)
+        return commands.db_current(settings, term)
     if args.command == "sim":
         return commands.sim_serve(term, scenario=args.scenario, host=args.host, port=args.port)
     raise UserInputError(f"unknown command '{args.command}'")
@@ -221,8 +296,15 @@ def dispatch(args: argparse.Namespace, settings: Settings, term: Terminal) -> in
 
 def parse_pairs(pairs: Sequence[str]) -> dict[str, Any]:
     """`key=value` arguments -> dict. A malformed pair names itself."""
+    if len(pairs) > MAX_INPUTS:
+        raise UserInputError(f"{len(pairs)} KEY=VALUE inputs given; at most {MAX_INPUTS}")
     inputs: dict[str, Any] = {}
     for pair in pairs:
+        if len(pair) > MAX_COMMAND_CHARS:
+            raise UserInputError(
+                f"input '{pair[:40]}...' has {len(pair)} characters; at most {MAX_COMMAND_CHARS} "
+                "(use node ranges such as gpu-node-[000-511] for many nodes)"
+            )
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise UserInputError(f"input '{pair}' is not KEY=VALUE")
@@ -230,8 +312,79 @@ def parse_pairs(pairs: Sequence[str]) -> dict[str, Any]:
     return inputs
 
 
+class ConfigurationError(UserInputError):
+    """A setting (environment variable or `.env` line) has a value that is not valid."""
+
+
+ENV_PREFIX = "GPU_ONCALL_"
+DATABASE_URLS = "sqlite:///PATH/oncall.db or postgresql+psycopg://USER@HOST/DB"
+_SECRET_WORDS = ("token", "secret", "password", "url", "headers")
+
+
+def read_settings() -> Settings:
+    """Settings from the environment and `.env`; a bad value is one ConfigurationError line
+    naming the variable and what is valid (never the value of a secret or a URL)."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        raise ConfigurationError(describe_invalid_setting(exc)) from exc
+    except SettingsError as exc:
+        raise ConfigurationError(describe_unparsable_setting(exc)) from exc
+
+
+def describe_invalid_setting(exc: ValidationError) -> str:
+    """`GPU_ONCALL_TELEMETRY='k8s': Input should be 'sim' or 'prometheus'`."""
+    errors = exc.errors()
+    first = errors[0]
+    names = [str(p) for p in first["loc"] if isinstance(p, str)]
+    variable = ENV_PREFIX + "__".join(names).upper()
+    shown = ""
+    value = first.get("input")
+    if isinstance(value, str | int | float) and not any(
+        word in variable.lower() for word in _SECRET_WORDS
+    ):
+        shown = f"={str(value)[:60]!r}"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"configuration: {variable}{shown}: {first['msg']}{more}"
+
+
+def describe_unparsable_setting(exc: SettingsError) -> str:
+    """`GPU_ONCALL_RUNBOOK_DIRS is not valid JSON ...`: lists and mappings are read as JSON."""
+    found = re.search(r'field "(\w+)"', str(exc))
+    field = Settings.model_fields.get(found.group(1)) if found else None
+    if found is None or field is None:
+        return f"configuration: {exc}"
+    variable = ENV_PREFIX + found.group(1).upper()
+    example = _json_example(field.annotation)
+    group = field.annotation
+    if isinstance(group, type) and issubclass(group, BaseModel):
+        inner = {
+            f"{variable}__{name.upper()}": _json_example(sub.annotation)
+            for name, sub in group.model_fields.items()
+            if _json_example(sub.annotation)
+        }
+        variable = " or ".join([*inner, variable])
+        example = next(iter(inner.values()), None)
+    example = example or """'["a", "b"]' or '{"key": "value"}'"""
+    reason = f" ({exc.__cause__})" if exc.__cause__ else ""
+    return f"configuration: {variable} is not valid JSON{reason}; write it as JSON, e.g. {example}"
+
+
+def _json_example(annotation: Any) -> str | None:
+    """How a list- or mapping-typed setting is written, or None for a plain value."""
+    for arg in (annotation, *typing.get_args(annotation)):
+        origin = typing.get_origin(arg) or arg
+        if origin in (list, tuple, set, frozenset):
+            return "'[\"/etc/gpu-oncall/runbooks\"]'" if "Path" in str(arg) else "'[\"a\", \"b\"]'"
+        if origin is dict:
+            return "'{\"key\": \"value\"}'"
+    return None
+
+
 def _err(text: str) -> None:
-    sys.stderr.write(text + "\n")
+    # When nobody reads standard error either, the exit code still tells.
+    with contextlib.suppress(BrokenPipeError):
+        sys.stderr.write(text + "\n")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ from typing import Any
 
 from bot import journeys
 from bot.config import Settings
+from bot.diagnosis.evidence import EvidenceReport
+from bot.diagnosis.logs import LogCatalog
 from bot.engine.catalog import validate_files
 from bot.engine.compiling import render_mermaid
 from bot.engine.running import RunOutcome
@@ -22,7 +24,7 @@ from bot.incidents.mttr import compute_figures, format_duration
 from bot.incidents.postmortem import render_postmortem
 from bot.incidents.views import event_views, incident_view
 from bot.terminal import Terminal
-from bot.wiring import load_catalogs, open_runtime
+from bot.wiring import load_catalogs, open_database, open_runtime, simulated
 from runbooks import RUNBOOK_DIR
 from storage import incidents as incident_store
 from storage.db import session_scope
@@ -72,8 +74,7 @@ def decide(
     scenario: Path | None,
     as_json: bool,
 ) -> int:
-    scenario_path = scenario or journeys.saved_scenario(settings)
-    with open_runtime(settings, scenario_path=scenario_path) as rt:
+    with open_runtime(settings, scenario_path=_decision_scenario(settings, scenario)) as rt:
         run_id = journeys.find_pending_run(rt, ref)
         quiet = Terminal(io.StringIO()) if as_json else term
         outcome = rt.engine.resume(
@@ -81,19 +82,40 @@ def decide(
         )
         journeys.after_run(rt, quiet, outcome)
         incident_id = int(outcome.incident.removeprefix("INC-"))
-        journeys.settle_simulated_alert(rt, quiet, incident_id)
+        journeys.settle_simulated_alert(rt, quiet, incident_id)  # sim mode only
         if as_json:
             term.line(json.dumps(outcome_json(outcome), indent=2, default=str))
     return 0
 
 
+def _decision_scenario(settings: Settings, given: Path | None) -> Path | None:
+    """The scenario an approval continues on: the one given, else the fleet's saved one (sim
+    mode only; on a real cluster there is none, and one given is refused by `open_runtime`)."""
+    if given is not None or not simulated(settings):
+        return given
+    from bot.simulation import saved_scenario
+
+    return saved_scenario(settings)
+
+
+def cluster_check(settings: Settings, term: Terminal, *, as_json: bool) -> int:
+    """`gpu-oncall cluster check`: which permissions the bot needs the configured identity holds
+    (SelfSubjectAccessReview per permission). Exit 0 when all are granted, 1 when some are not."""
+    from bot.checking import check_cluster, render_check
+
+    report = check_cluster(settings)
+    if as_json:
+        term.line(json.dumps(report.to_dict(), indent=2))
+    else:
+        for line in render_check(report):
+            term.line(line)
+    return 0 if report.ok else 1
+
+
 def list_incidents(
     settings: Settings, term: Terminal, *, include_resolved: bool, as_json: bool
 ) -> int:
-    from storage.db import create_schema, make_engine
-
-    db = make_engine(settings.storage.url)
-    create_schema(db)
+    db = open_database(settings)
     with session_scope(db) as session:
         rows = incident_store.list_incidents(session, open_only=not include_resolved)
         views = [incident_view(row) for row in rows]
@@ -122,11 +144,9 @@ def list_alerts(
     """`gpu-oncall alerts [--unrouted]`: received alerts, newest first; unrouted ones with the
     reason no runbook took them (routed again with today's runbooks)."""
     from bot.intake.listing import alert_rows
-    from storage.db import create_schema, make_engine
 
     _, _, catalog = load_catalogs(settings)
-    db = make_engine(settings.storage.url)
-    create_schema(db)
+    db = open_database(settings)
     with session_scope(db) as session:
         rows = alert_rows(
             session, routes=catalog.alert_routes(), unrouted=unrouted, limit=max(limit, 1)
@@ -177,7 +197,11 @@ def serve(
         app = create_app(settings, rt, socket_mode=socket_mode)
         refresh = app.slack.refresh_incident if app.slack is not None else None
         jobs = Jobs(
-            rt.engine, interval_seconds=settings.server.expiry_check_seconds, on_expired=refresh
+            rt.engine,
+            interval_seconds=settings.server.expiry_check_seconds,
+            on_expired=refresh,
+            take_over=app.workers.take_over,
+            takeover_seconds=settings.work.takeover_seconds,
         ).start()
         mounts = ", ".join(sorted(app.mounts)) or "none"
         socket = None
@@ -204,11 +228,47 @@ def serve(
     return 0
 
 
-def postmortem(settings: Settings, term: Terminal, *, ref: str, fmt: str, pinned: bool) -> int:
-    from storage.db import create_schema, make_engine
+def db_upgrade(settings: Settings, term: Terminal) -> int:
+    """`gpu-oncall db upgrade`: migrate the database to this release's schema (creating it when
+    empty; a release-0.1.0 SQLite file is upgraded in place). Safe to run from several replicas."""
+    from storage.db import make_engine, redact
+    from storage.migrating import upgrade
 
     db = make_engine(settings.storage.url)
-    create_schema(db)
+    try:
+        before, after = upgrade(db)
+    finally:
+        db.dispose()
+    where = redact(settings.storage.url)
+    if before == after:
+        term.line(f"{where}: already at revision {after} (this release's schema)")
+    else:
+        term.line(f"{where}: upgraded from revision {before or 'none'} to {after}")
+    return 0
+
+
+def db_current(settings: Settings, term: Terminal) -> int:
+    """`gpu-oncall db current`: the database's schema revision and this release's.
+    Exit 0 when they match, 1 when the database needs `gpu-oncall db upgrade`."""
+    from storage.db import make_engine, redact
+    from storage.migrating import current, head
+
+    db = make_engine(settings.storage.url)
+    try:
+        at, newest = current(db), head()
+    finally:
+        db.dispose()
+    term.line(f"database: {redact(settings.storage.url)}")
+    term.line(f"current:  {at or 'none (empty, or made by release 0.1.0)'}")
+    term.line(f"head:     {newest} (this release)")
+    if at != newest:
+        term.line("run `gpu-oncall db upgrade` to migrate")
+        return 1
+    return 0
+
+
+def postmortem(settings: Settings, term: Terminal, *, ref: str, fmt: str, pinned: bool) -> int:
+    db = open_database(settings)
     with session_scope(db) as session:
         row = incident_store.get_incident(session, ref)
         if row is None:
@@ -282,14 +342,15 @@ def sim_serve(term: Terminal, *, scenario: Path, host: str, port: int) -> int:
     Prometheus sees them evolve. Exit 0 on Ctrl-C; 2 if the scenario or the port is bad.
     """
     from bot.clock import SystemClock
-    from integrations.errors import IntegrationError
-    from integrations.sim import Fleet, load_scenario
-    from integrations.sim.exporter import ExporterApp, ExporterServer, exporter_families
+    from bot.simulation import (
+        ExporterApp,
+        ExporterServer,
+        Fleet,
+        exporter_families,
+        load_scenario_file,
+    )
 
-    try:
-        loaded = load_scenario(scenario)
-    except IntegrationError as exc:
-        raise UserInputError(str(exc)) from exc
+    loaded = load_scenario_file(scenario)
     fleet = Fleet.from_scenario(loaded, now=SystemClock().now)
     try:
         server = ExporterServer(ExporterApp(fleet), host=host, port=port)
@@ -332,7 +393,9 @@ def classify_log(term: Terminal, *, source: str, as_json: bool) -> int:
         text = sys.stdin.read() if source == "-" else Path(source).read_text(errors="replace")
     except OSError as exc:
         raise UserInputError(f"cannot read log '{source}': {exc.strerror}") from exc
-    found = classify_text(text, load_log_catalog(LOG_SIGNATURES_FILE))
+    catalog = load_log_catalog(LOG_SIGNATURES_FILE)
+    found = classify_text(text, catalog)
+    report = _tool_evidence([(Path(source).name if source != "-" else "stdin", text)], catalog)
     matches = [
         {
             "line_no": m.line_no,
@@ -345,13 +408,20 @@ def classify_log(term: Terminal, *, source: str, as_json: bool) -> int:
         for m in found.matches
     ]
     if as_json:
-        result = {
+        result: dict[str, Any] = {
             "layer": found.layer,
             "signal": found.signal,
             "xids": list(found.xids),
             "matches": matches,
         }
+        if report is not None:  # a tool output was recognised: its verdict decides
+            layer = None if report.layer.value == "none" else report.layer.value
+            signal = report.deciding[0].code if report.deciding else None
+            result |= {"layer": layer, "signal": signal, "evidence": report.to_dict()}
         term.line(json.dumps(result, indent=2))
+        return 0
+    if report is not None:
+        _print_evidence(term, report)
         return 0
     term.line(f"layer:  {found.layer or 'none (no known signature)'}")
     term.line(f"signal: {found.signal or '-'}")
@@ -360,3 +430,62 @@ def classify_log(term: Terminal, *, source: str, as_json: bool) -> int:
     for m in found.matches:
         term.line(f"  {m.line_no:>6}  {m.signature:<34} {m.line[:160]}")
     return 0
+
+
+def triage_bundle(term: Terminal, *, path: str, as_json: bool) -> int:
+    """One verdict over a directory, tarball or file of tool outputs and logs."""
+    from bot.bundles import read_bundle
+    from bot.diagnosis.evidence import recognize
+    from bot.diagnosis.logs import load_log_catalog
+    from runbooks import LOG_SIGNATURES_FILE
+
+    bundle = read_bundle(Path(path))
+    report = recognize(bundle.texts, catalog=load_log_catalog(LOG_SIGNATURES_FILE))
+    if as_json:
+        result = report.to_dict() | {
+            "files": [name for name, _ in bundle.texts],
+            "notes": bundle.notes,
+        }
+        term.line(json.dumps(result, indent=2))
+        return 0
+    _print_evidence(term, report)
+    term.line(f"read:     {len(bundle.texts)} file(s)")
+    for note in bundle.notes:
+        term.line(f"note:     {note}")
+    return 0
+
+
+def _tool_evidence(texts: list[tuple[str, str]], catalog: LogCatalog) -> EvidenceReport | None:
+    """The evidence report when the text holds a tool output (not only log lines), else None."""
+    from bot.diagnosis.evidence import recognize
+    from bot.diagnosis.evidence.loglines import FORMATS
+
+    report = recognize(texts, catalog=catalog)
+    log_formats = set(FORMATS.values())
+    return report if any(fmt not in log_formats for _, fmt in report.formats) else None
+
+
+def _print_evidence(term: Terminal, report: EvidenceReport) -> None:
+    """Verdict, culprits, the deciding findings with file:line evidence, then the rest."""
+    term.line(f"verdict:  {report.layer.value} (confidence {report.confidence:.2f})")
+    term.line(f"culprits: {', '.join(report.culprits) or '-'}")
+    term.line(f"summary:  {report.summary}")
+    if report.deciding:
+        term.line("deciding findings:")
+    for finding in report.deciding[:10]:
+        term.line(f"  {finding.severity.value:<8} {finding.summary}")
+        for line in finding.lines[:4]:
+            term.line(f"           {line.cite()}  {line.text.strip()[:140]}")
+    others = [f for f in report.findings if f not in report.deciding]
+    if others:
+        term.line("other findings:")
+    for finding in others[:15]:
+        where = finding.target.describe() or "-"
+        cite = finding.lines[-1].cite() if finding.lines else ""
+        extra = " (context)" if finding.context else ""
+        term.line(
+            f"  {finding.severity.value:<8} {finding.layer.value:<13} {where}: "
+            f"{finding.summary[:110]}{extra} [{cite}]"
+        )
+    formats = sorted({fmt for _, fmt in report.formats})
+    term.line(f"formats:  {', '.join(formats) or '-'}")

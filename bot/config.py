@@ -28,6 +28,14 @@ class StorageSettings(SettingsGroup):
     url: str = "sqlite:///.gpu-oncall/oncall.db"
     """SQLAlchemy URL of the database. SQLite by default (a file; nothing to install);
     `postgresql+psycopg://...` for production. The LangGraph checkpointer lives beside it."""
+    migrate: bool = True
+    """Bring the schema up to date when the bot opens the database (creating it when empty).
+    Set false where an init container or a job runs `gpu-oncall db upgrade` first: the bot then
+    refuses a database whose schema is not this release's (docs/deployment.md)."""
+    pool_size: int = Field(default=10, ge=1)
+    """PostgreSQL: connections kept open per process (and as many again for the checkpointer)."""
+    max_overflow: int = Field(default=10, ge=0)
+    """PostgreSQL: connections opened beyond `pool_size` under load, closed when idle."""
 
 
 class LabelSettings(SettingsGroup):
@@ -138,9 +146,24 @@ class ServerSettings(SettingsGroup):
     """Triage runs waiting for a worker; beyond it an incident is opened but not triaged (the
     timeline says so and `gpu_oncall_triage_dropped_total` counts it)."""
     max_body_bytes: int = Field(default=10_000_000, ge=1024)
-    """Largest webhook body accepted (413 above it)."""
+    """Largest request body accepted, webhook or Slack (413 above it, before it is read)."""
     expiry_check_seconds: float = Field(default=30.0, gt=0)
     """How often `serve` looks for approvals past their expiry and takes their rejected branch."""
+    backlog: int = Field(default=2048, ge=1)
+    """Listen backlog: connections the kernel queues before the server accepts them (capped by
+    the kernel's `net.core.somaxconn`). A burst of webhook redeliveries waits here, not reset."""
+    max_concurrency: int = Field(default=16, ge=1)
+    """Requests handled at once (webhooks, probes, metrics, Slack); beyond it they wait in a
+    queue, they are not refused. Bodies are read before a request takes one of these."""
+    read_timeout_seconds: float = Field(default=30.0, gt=0)
+    """Longest a request's headers may take to arrive (from connecting, or from the request's
+    first byte), and then its body: slow headers close the connection, a stalled body gets 408
+    and its connection closed. Neither ever holds a handler thread."""
+    keepalive_seconds: float = Field(default=5.0, ge=1)
+    """How long an idle keep-alive connection stays open for its next request."""
+    shutdown_grace_seconds: float = Field(default=30.0, ge=1)
+    """On SIGTERM/Ctrl-C: how long in-flight requests may take to finish after the server stops
+    accepting; then queued triage is handed back and the process exits."""
 
 
 class AlertmanagerSettings(SettingsGroup):
@@ -189,6 +212,53 @@ class SlackSettings(SettingsGroup):
     """Runs started or resumed from Slack that execute at once (acks never wait for them)."""
 
 
+class KubernetesSettings(SettingsGroup):
+    kubeconfig: Path | None = None
+    """Kubeconfig file used when `cluster` is `kubernetes` outside a pod. Unset: `$KUBECONFIG`,
+    then `~/.kube/config`."""
+    context: str | None = None
+    """Kubeconfig context to use. Unset: the file's `current-context`."""
+    in_cluster: bool | None = None
+    """Use the pod's service account (token and CA under
+    `/var/run/secrets/kubernetes.io/serviceaccount`). Unset: detected from
+    `KUBERNETES_SERVICE_HOST`; `false` forces the kubeconfig."""
+    timeout_seconds: float | None = Field(default=None, gt=0)
+    """Per-request timeout against the API server. Unset: `timeouts.http_seconds`."""
+    retries: int = Field(default=3, ge=0, le=10)
+    """Retries after a connection error or HTTP 429/5xx, with exponential backoff."""
+    backoff_seconds: float = Field(default=0.5, ge=0)
+    """Backoff factor between retries (0.5 s: waits 0.5, 1, 2 s ...)."""
+    qps: float = Field(default=20.0, gt=0)
+    """Client-side limit on requests per second to the API server (client-go's default is 5;
+    the bot's bursts are short: one drain evicts a node's pods)."""
+    burst: int = Field(default=40, ge=1)
+    """Requests allowed at once above `qps` before the limiter waits."""
+    marker_prefix: str = Field(
+        default="gpu-oncall.io", pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+    )
+    """DNS prefix of the annotations the bot writes on nodes it cordons or taints
+    (`<prefix>/cordoned-by`, `/cordon-reason`, `/incident`, `/tainted-by`...;
+    docs/operations.md)."""
+    protected_label: str = "gpu-oncall.io/protected"
+    """Node label that makes the bot refuse to cordon, drain or taint a node (value `true`)."""
+
+
+class WorkSettings(SettingsGroup):
+    lease_seconds: float = Field(default=60.0, gt=0)
+    """How long a worker's claim on a piece of work (a triage run, a resumed approval, a
+    verification timer) lasts without a heartbeat; after it, another worker or replica takes
+    the work over from the run's last checkpoint (docs/operations.md)."""
+    heartbeat_seconds: float = Field(default=10.0, gt=0)
+    """How often a busy worker extends its leases (well below `lease_seconds`)."""
+    takeover_seconds: float = Field(default=15.0, gt=0)
+    """How often `serve` looks for work nobody holds: new, due, or left by a dead worker."""
+    max_attempts: int = Field(default=3, ge=1)
+    """Claims of one piece of work before the bot gives up on it: its run and incident end
+    `failed` with the reason on the timeline."""
+    worker_id: str | None = None
+    """This process's name on its leases. Unset: `host:pid:random`, unique per process."""
+
+
 class SimSettings(SettingsGroup):
     scenario: Path | None = None
     """Scenario file for the simulated fleet (the embedded default). Unset: the shipped ECC demo."""
@@ -210,18 +280,22 @@ class Settings(BaseSettings):
     tickets: TicketSettings = Field(default_factory=TicketSettings)
     timeouts: TimeoutSettings = Field(default_factory=TimeoutSettings)
     prometheus: PrometheusSettings = Field(default_factory=PrometheusSettings)
+    kubernetes: KubernetesSettings = Field(default_factory=KubernetesSettings)
     sim: SimSettings = Field(default_factory=SimSettings)
     slack: SlackSettings = Field(default_factory=SlackSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
     alertmanager: AlertmanagerSettings = Field(default_factory=AlertmanagerSettings)
     intake: IntakeSettings = Field(default_factory=IntakeSettings)
+    work: WorkSettings = Field(default_factory=WorkSettings)
     runbook_dirs: list[Path] = Field(default_factory=list)
     """Extra directories of operator runbooks, loaded after the shipped ones."""
     telemetry: Literal["sim", "prometheus"] = "sim"
     """Telemetry backend: `sim` (the in-process simulated fleet) or `prometheus` (a real
     Prometheus at `prometheus.url`; docs/operations.md)."""
-    cluster: str = "sim"
-    """Cluster backend: `sim` (the in-process simulated fleet)."""
+    cluster: Literal["sim", "kubernetes"] = "sim"
+    """Cluster backend: `sim` (the in-process simulated fleet) or `kubernetes` (a real API
+    server, settings in `kubernetes`; docs/operations.md). Chosen independently of `telemetry`;
+    with neither `sim`, no simulated fleet is built."""
 
 
 def render_settings_doc() -> str:

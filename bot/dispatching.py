@@ -1,9 +1,16 @@
-"""Triage in the background: a bounded pool of workers starts the runbook run of each newly
-opened incident, and expires the bot's silences when an incident resolves.
+"""Triage in the background: a bounded pool of workers does the durable work of the bot (the
+triage run of each newly opened incident, resumptions and timers left by dead workers), and
+expires the bot's silences when an incident resolves.
+
+Triage is recorded before the webhook is answered: `record_triage` adds a work row in the
+transaction that stores the alerts (storage/work.py), and `submit_run` hands its id to a
+worker, which claims it under a lease (`RunEngine.perform`). A full queue drops nothing: the
+row waits in the database and `take_over` (at start-up and on the scheduler's tick) hands every
+claimable row (new, due, or left by a dead worker or replica) to the pool.
 
 A boundary: a run's own failures are recorded on the timeline by `engine/running.py`; what
 fails before or around a run is recorded here, so nothing is lost silently. The webhook never
-waits for a worker: `submit` only queues, and refuses (on the timeline) when the queue is full.
+waits for a worker.
 """
 
 from __future__ import annotations
@@ -11,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol
 
@@ -25,6 +32,7 @@ from bot.wiring import Runtime
 from integrations.errors import IntegrationError
 from storage import actions as action_store
 from storage import runs as run_store
+from storage import work as work_store
 from storage.db import session_scope
 from storage.errors import StorageError
 
@@ -58,25 +66,84 @@ class TriageWorkers:
         self, rt: Runtime, *, workers: int, queue_limit: int, counters: IntakeCounters
     ) -> None:
         self.rt, self.counters, self.queue_limit = rt, counters, queue_limit
+        rt.engine.follow_timers = False  # in serve, verifications wait as durable timers
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="triage")
         self._lock = threading.Lock()
         self._waiting = 0
         self._futures: set[Future[None]] = set()
+        self._recorded: dict[int, int] = {}  # incident id -> its triage work row
+        self._queued: set[int] = set()  # work rows queued here, not yet finished
+        self._closed = False
+
+    def record_triage(self, session: Any, received: Sequence[Received]) -> int:
+        """Record the triage of each incident `received` opens, in the caller's transaction
+        (the one that stores the alerts): once it commits, the triage happens even if this
+        process dies before it starts. Returns how many were recorded."""
+        recorded = 0
+        for r in received:
+            if not r.start_run or r.incident_id is None or r.runbook is None:
+                continue
+            loaded = self.rt.catalog.get(r.runbook)
+            inputs = r.run_inputs(loaded.runbook.inputs)
+            if inputs is None:
+                continue  # a storm its runbook cannot take: noted by submit_run
+            run_id = uuid.uuid4().hex
+            item = self.rt.engine.record_work(
+                session,
+                kind="triage",
+                key=f"triage:{run_id}",
+                incident_id=r.incident_id,
+                run_id=run_id,
+                payload={"runbook": loaded.name, "inputs": inputs, "requester": "alertmanager"},
+            )
+            if item.id is not None:
+                with self._lock:
+                    self._recorded[r.incident_id] = item.id
+                recorded += 1
+        return recorded
 
     def submit_run(self, received: Received) -> bool:
-        """Queue the run of a newly opened incident; False (and a timeline note) when full."""
-        if not self._queue(lambda: self._start(received)):
-            assert received.incident_id is not None
+        """Hand the recorded triage of a newly opened incident to a worker (recording it now
+        if the caller did not). False when every worker is busy: it waits in the database."""
+        assert received.incident_id is not None and received.runbook is not None
+        incident_id = received.incident_id
+        with self._lock:
+            work_id = self._recorded.pop(incident_id, None)
+        if work_id is None:
+            with session_scope(self.rt.db) as session:
+                self.record_triage(session, [received])
+            with self._lock:
+                work_id = self._recorded.pop(incident_id, None)
+        if work_id is None:
+            loaded = self.rt.catalog.get(received.runbook)
             self._note(
-                received.incident_id,
-                f"Not triaged automatically: {self.queue_limit} runs were already waiting. "
-                f"Start it by hand: gpu-oncall run {received.runbook} "
-                f"{received.target_input}={received.target}",
+                incident_id,
+                f"Storm of {len(received.members)} targets grouped; runbook "
+                f"'{loaded.name}' takes no `nodes` input, so no run was started. "
+                "Diagnose the members with gpu-oncall run/diagnose.",
             )
-            self.counters.triage("dropped")
+            self.counters.triage("not_started")
+            return False
+        if not self._queue_work(work_id, incident_id=incident_id):
+            self._note(
+                incident_id,
+                f"Triage waits: {self.queue_limit} runs were already queued. It is recorded "
+                "in the database; the next free worker (of any replica) takes it.",
+            )
+            self.counters.triage("deferred")
             return False
         self.counters.triage("queued")
         return True
+
+    def take_over(self) -> int:
+        """Give up on work whose workers kept dying, then queue every claimable work row not
+        queued here already (new, due, or left by a dead worker). Returns how many."""
+        self.rt.engine.give_up_exhausted()
+        queued = 0
+        for work_id in self.rt.engine.due_work(limit=self.queue_limit):
+            if self._queue_work(work_id, incident_id=None):
+                queued += 1
+        return queued
 
     def submit_expiry(self, incident_id: int) -> bool:
         """Queue the expiry of the silences the bot created for a now resolved incident (the
@@ -95,13 +162,54 @@ class TriageWorkers:
         return True
 
     def shutdown(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=False)
+        """Hand queued work back to the database (a queued row is not claimed until a worker
+        starts it, so cancelling it leaves it pending for the next worker or replica), let
+        the runs in progress finish, then release any lease this worker still holds."""
+        with self._lock:
+            self._closed = True
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        leases = self.rt.engine.leases
+        with session_scope(self.rt.db) as session:
+            work_store.release(session, owner=leases.owner)
 
     # -- internals ---------------------------------------------------------------------------
+    def _queue_work(self, work_id: int, *, incident_id: int | None) -> bool:
+        with self._lock:
+            if work_id in self._queued:
+                return False
+            self._queued.add(work_id)
+        if self._queue(lambda: self._perform(work_id, incident_id)):
+            return True
+        with self._lock:
+            self._queued.discard(work_id)
+        return False
+
+    def _perform(self, work_id: int, incident_id: int | None) -> None:
+        """Do one work row. `incident_id` is set for a fresh triage (its watcher is told)."""
+        try:
+            watcher = None
+            if incident_id is not None and self.hooks is not None:
+                watcher = self.hooks.incident_opened(incident_id)
+            try:
+                outcome = self.rt.engine.perform(
+                    work_id, on_step=watcher.on_step if watcher else None
+                )
+            except (OncallError, IntegrationError, StorageError):
+                self.counters.triage("failed")  # the engine recorded it on the timeline
+                return
+            if outcome is None:
+                return  # another worker holds it, or it is done
+            if watcher is not None:
+                watcher.finish(outcome)
+            self.counters.triage(outcome.status)
+        finally:
+            with self._lock:
+                self._queued.discard(work_id)
+
     def _queue(self, job: Callable[[], None]) -> bool:
         with self._lock:
-            if self._waiting >= self.queue_limit:
-                return False
+            if self._closed or self._waiting >= self.queue_limit:
+                return False  # the row stays in the database for the next worker
             self._waiting += 1
             self.counters.queue_depth = self._waiting
             future = self._pool.submit(self._guarded, job)
@@ -123,37 +231,6 @@ class TriageWorkers:
             ref = uuid.uuid4().hex[:6]
             logger.exception("triage job failed (ref %s)", ref, extra={"ref": ref})
             self.counters.triage("failed")
-
-    def _start(self, received: Received) -> None:
-        assert received.incident_id is not None and received.runbook is not None
-        incident_id = received.incident_id
-        loaded = self.rt.catalog.get(received.runbook)
-        inputs = received.run_inputs(loaded.runbook.inputs)
-        if inputs is None:
-            self._note(
-                incident_id,
-                f"Storm of {len(received.members)} targets grouped; runbook "
-                f"'{loaded.name}' takes no `nodes` input, so no run was started. "
-                "Diagnose the members with gpu-oncall run/diagnose.",
-            )
-            self.counters.triage("not_started")
-            return
-        watcher = self.hooks.incident_opened(incident_id) if self.hooks else None
-        try:
-            outcome = self.rt.engine.start(
-                loaded,
-                inputs=inputs,
-                incident_id=incident_id,
-                requester="alertmanager",
-                on_step=watcher.on_step if watcher else None,
-            )
-        except (OncallError, IntegrationError, StorageError) as exc:
-            self._note(incident_id, f"Triage run of '{loaded.name}' stopped: {exc}", failed=True)
-            self.counters.triage("failed")
-            return
-        if watcher is not None:
-            watcher.finish(outcome)
-        self.counters.triage(outcome.status)
 
     def _expire_silences(self, incident_id: int) -> None:
         if self.hooks is not None:

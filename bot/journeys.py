@@ -2,46 +2,51 @@
 demo), a command-started run, and resuming a run at its approval.
 
 Presentation goes through `bot.terminal`; state changes through intake, engine and lifecycle.
+The simulator is imported lazily (`bot.simulation`), only when the runtime has a fleet.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping
 from datetime import datetime
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bot.config import Settings
 from bot.engine.loading import LoadedRunbook
 from bot.engine.running import RunOutcome
-from bot.errors import NotFound, OncallError, RunStateError
+from bot.errors import NotFound, OncallError, RunStateError, UserInputError
 from bot.incidents.mttr import DEFINITIONS, format_duration
 from bot.incidents.views import event_views, incident_view
 from bot.intake.alerts import parse_webhook
 from bot.intake.receiving import receive_webhook
 from bot.terminal import Terminal
-from bot.wiring import Runtime, sim_state_file
+from bot.wiring import Runtime
 from storage import approvals as approval_store
 from storage import incidents as incident_store
 from storage import runs as run_store
+from storage import work as work_store
 from storage.db import session_scope
+
+if TYPE_CHECKING:
+    from bot.simulation import Simulation
 
 
 def alert_journey(rt: Runtime, term: Terminal, *, yes: bool, user: str, interactive: bool) -> int:
-    """Journey 2: an Alertmanager alert is triaged, remediated after approval, and resolved."""
-    scenario = rt.scenario
+    """Journey 2 on the simulated fleet: the scenario's alert is triaged, remediated after
+    approval, and resolved (the demo). Needs sim mode: a real alert comes from Alertmanager."""
+    sim = _simulation(rt)
+    from bot.simulation import simulated_webhook  # sim mode only
+
+    scenario = sim.scenario
     trigger = scenario.trigger.alert
     if trigger is None:
         raise NotFound(
             f"scenario '{scenario.name}' has no alert trigger; use `gpu-oncall diagnose`"
         )
-    term.heading(f"Scenario {scenario.name}: {len(rt.fleet.node_names)} simulated nodes")
+    term.heading(f"Scenario {scenario.name}: {len(sim.fleet.node_names)} simulated nodes")
     if scenario.metadata.description:
         term.line(f"  {scenario.metadata.description.strip()}")
-    fired_at = _fault_start(rt)
-    webhook = _webhook(
+    fired_at = sim.fault_start()
+    webhook = simulated_webhook(
         "firing", trigger.alertname, dict(trigger.labels), starts_at=fired_at, ends_at=None
     )
     term.heading("Alert received from Alertmanager")
@@ -78,24 +83,26 @@ def alert_journey(rt: Runtime, term: Terminal, *, yes: bool, user: str, interact
 
 
 def settle_simulated_alert(rt: Runtime, term: Terminal, incident_id: int) -> None:
-    """Play Alertmanager's part once a fix is verified: the scenario's alert resolves.
-
-    On the simulated fleet nobody else evaluates the alert rule; after a verified mitigation
-    its condition no longer holds, so the resolved notification is sent, as Alertmanager would.
-    """
-    trigger = rt.scenario.trigger.alert
-    if trigger is None or not _mitigated(rt, incident_id):
+    """In sim mode, once a fix is verified, play Alertmanager's part: the scenario's alert
+    resolves. Outside sim mode nothing is faked: the real alert's resolution resolves it."""
+    if rt.sim is None or not _mitigated(rt, incident_id):
         return
-    fired_at = _fault_start(rt)
-    labels = dict(trigger.labels)
-    body = _webhook(
-        "resolved", trigger.alertname, labels, starts_at=fired_at, ends_at=rt.clock.now()
-    )
-    with session_scope(rt.db) as session:
-        routes = rt.catalog.alert_routes()
-        receive_webhook(session, parse_webhook(body), routes=routes, at=rt.clock.now())
+    from bot.simulation import settle_alert
+
+    name = settle_alert(rt.sim, db=rt.db, routes=rt.catalog.alert_routes(), now=rt.clock.now())
+    if name is None:
+        return
     term.heading("Alert resolved")
-    term.line(f"  {trigger.alertname} resolved: its signal stayed clear after the remediation")
+    term.line(f"  {name} resolved: its signal stayed clear after the remediation")
+
+
+def _simulation(rt: Runtime) -> Simulation:
+    if rt.sim is None:
+        raise UserInputError(
+            "the demo runs on the simulated fleet (GPU_ONCALL_CLUSTER and GPU_ONCALL_TELEMETRY "
+            "unset or sim); on a real cluster alerts come from Alertmanager (`gpu-oncall serve`)"
+        )
+    return rt.sim
 
 
 def command_journey(
@@ -205,9 +212,12 @@ def find_pending_run(rt: Runtime, ref: str) -> str:
         )
         if incident is not None and incident.id is not None:
             pending = approval_store.pending_approval_for(session, incident_id=incident.id)
-            if pending is None:
+            if pending is not None:
+                return pending.run_id
+            interrupted = work_store.open_resumption(session, incident_id=incident.id)
+            if interrupted is None:  # a decided approval cut short is resumed, not refused
                 raise RunStateError(f"{incident.ref} ({incident.state}) has no pending approval")
-            return pending.run_id
+            return interrupted.run_id
         run = run_store.get_run(session, ref) or _run_by_prefix(session, ref)
         if run is None:
             raise NotFound(f"no incident or run '{ref}' (see `gpu-oncall incidents`)")
@@ -225,54 +235,10 @@ def _run_by_prefix(session: Any, prefix: str) -> Any:
     return rows[0] if len(rows) == 1 else None
 
 
-def saved_scenario(settings: Settings) -> Path | None:
-    """The scenario the simulated fleet was last running (so an approval continues on it)."""
-    path = sim_state_file(settings)
-    if path is None or not path.exists():
-        return None
-    stored = json.loads(path.read_text()).get("scenario_path")
-    return Path(stored) if stored else None
-
-
 def _mitigated(rt: Runtime, incident_id: int) -> bool:
     with session_scope(rt.db) as session:
         row = incident_store.get_incident(session, incident_id)
         return row is not None and row.mitigated_at is not None and row.state != "resolved"
-
-
-def _fault_start(rt: Runtime) -> datetime:
-    starts = [rt.fleet.t0 + fault.start for fault in rt.scenario.faults]
-    return min(starts) if starts else rt.clock.now()
-
-
-def _webhook(
-    status: str,
-    alertname: str,
-    labels: dict[str, str],
-    *,
-    starts_at: datetime,
-    ends_at: datetime | None,
-) -> dict[str, Any]:
-    target = next(iter(labels.values()), "")
-    labels = {"alertname": alertname, **labels, "severity": labels.get("severity", "critical")}
-    fingerprint = hashlib.sha256(json.dumps(sorted(labels.items())).encode()).hexdigest()[:16]
-    alert = {
-        "status": status,
-        "labels": labels,
-        "annotations": {"summary": f"{alertname} on {target}"},
-        "startsAt": starts_at.isoformat(),
-        "endsAt": ends_at.isoformat() if ends_at else "0001-01-01T00:00:00Z",
-        "fingerprint": fingerprint,
-    }
-    return {
-        "version": "4",
-        "groupKey": f'{{}}:{{alertname="{alertname}"}}',
-        "status": status,
-        "receiver": "gpu-oncall",
-        "groupLabels": {"alertname": alertname},
-        "commonLabels": labels,
-        "alerts": [alert],
-    }
 
 
 def _hhmm(value: str) -> str:

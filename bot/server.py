@@ -1,24 +1,21 @@
-"""The HTTP server (`gpu-oncall serve`): a WSGI app on the stdlib's threading WSGI server.
+"""The HTTP server (`gpu-oncall serve`): the bot's routes on uvicorn (`bot.serving`).
 
 Routes: `POST /alerts` (Alertmanager webhook v4), `GET /healthz`, `GET /readyz`, `GET /metrics`,
-plus whatever is `mount`ed (Slack's `/slack/events`, the simulated exporters' `/sim/metrics`).
-A boundary: an unexpected error becomes a 500 with a reference id and a logged traceback.
-An alert is stored before its webhook is answered; triage runs in the background (dispatching).
+plus whatever is `mount`ed as a WSGI app (Slack's `/slack/events`, the simulated exporters'
+`/sim/metrics`). Handlers are synchronous and run on the front end's bounded pool, never on the
+event loop. A boundary: an unexpected error becomes a 500 with a reference id and a logged
+traceback. An alert is stored before its webhook is answered; triage runs in the background.
 """
 
 from __future__ import annotations
 
 import hmac
-import json
 import logging
-import sys
-import threading
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from socketserver import ThreadingMixIn
 from typing import TYPE_CHECKING, Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from bot.config import Settings
 from bot.dispatching import TriageWorkers
@@ -27,6 +24,10 @@ from bot.intake.alerts import InvalidWebhookError, parse_webhook
 from bot.intake.receiving import Received, receive_webhook
 from bot.intake.storms import StormPolicy
 from bot.metrics import IntakeCounters, render_metrics
+from bot.serving.exchange import Head, Reply, Request
+from bot.serving.front import Front, Limits
+from bot.serving.running import HttpServer, Tuning
+from bot.serving.wsgi import WSGIApp, call_wsgi
 from bot.wiring import Runtime
 from storage import incidents as incident_store
 from storage.db import session_scope
@@ -37,31 +38,14 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-StartResponse = Callable[..., Any]
-WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
-JSON = "application/json"
 TEXT = "text/plain; version=0.0.4; charset=utf-8"
-_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
-            405: "Method Not Allowed", 411: "Length Required", 413: "Payload Too Large",
-            500: "Internal Server Error", 503: "Service Unavailable"}  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Reply:
-    status: int
-    body: bytes
-    content_type: str = JSON
-    headers: tuple[tuple[str, str], ...] = ()
-
-    @classmethod
-    def json(cls, status: int, data: Any, *headers: tuple[str, str]) -> Reply:
-        return cls(status, json.dumps(data, default=str).encode(), JSON, tuple(headers))
+WEBHOOK = ("POST", "/alerts")
 
 
 @dataclass
 class OncallApp:
-    """The bot's WSGI application. `mount(path, app)` hands a path (and everything below it)
-    to another WSGI app, which sees the full path in PATH_INFO (as Bolt's handler expects)."""
+    """The bot's routes. `mount(path, app)` hands a path (and everything below it) to a WSGI
+    app, which sees the full path in PATH_INFO (as Bolt's handler expects)."""
 
     rt: Runtime
     settings: Settings
@@ -81,20 +65,49 @@ class OncallApp:
         """Serve `path` and everything below it with `app` (e.g. `/slack/events`)."""
         self.mounts["/" + path.strip("/")] = app
 
-    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        path = str(environ.get("PATH_INFO", "/")) or "/"
-        mounted = self._mounted(path)
+    def front(self, pool: Executor) -> Front:
+        """The ASGI app serving these routes with `pool` running the handlers."""
+        server = self.settings.server
+        limits = Limits(
+            max_body_bytes=server.max_body_bytes, read_timeout_seconds=server.read_timeout_seconds
+        )
+        return Front(handle=self.handle, admit=self.admit, limits=limits, pool=pool)
+
+    # -- on the event loop: cheap checks before a body is read ---------------------------------
+    def admit(self, head: Head) -> Reply | None:
+        """Refuse a webhook before reading its body: 401 without the token, 411 without a
+        Content-Length (a chunked body included), as docs/operations.md promises."""
+        if (head.method, head.path) != WEBHOOK:
+            return None
+        reply = self._check_token(head) or _require_length(head)
+        if reply is not None:
+            self.counters.webhook(reply.status)
+        return reply
+
+    def _check_token(self, head: Head) -> Reply | None:
+        if self._token is None:
+            return None
+        scheme, _, credentials = (head.header("authorization") or "").strip().partition(" ")
+        given = credentials.strip().encode()
+        if scheme.lower() == "bearer" and hmac.compare_digest(given, self._token):
+            return None
+        challenge = ("WWW-Authenticate", 'Bearer realm="gpu-oncall"')
+        return Reply.json(401, {"error": "missing or wrong bearer token"}, challenge, close=True)
+
+    # -- on a pool thread ----------------------------------------------------------------------
+    def handle(self, request: Request) -> Reply:
+        """Answer one request whose body has been read (the boundary for unexpected errors)."""
         try:
+            mounted = self._mounted(request.path)
             if mounted is not None:
-                # Mounted apps answer in one piece (Bolt, the exporters): errors surface here.
-                return list(mounted(environ, start_response))
-            reply = self._route(str(environ.get("REQUEST_METHOD", "GET")), path, environ)
+                return call_wsgi(mounted, request)
+            return self._route(request)
         except Exception:  # boundary: never a traceback to the caller
             ref = uuid.uuid4().hex[:6]
-            logger.exception("unexpected error serving %s (ref %s)", path, ref, extra={"ref": ref})
-            reply = Reply.json(500, {"error": f"unexpected error (ref {ref}); see the bot's log"})
-            return _send(reply, start_response, exc_info=sys.exc_info())
-        return _send(reply, start_response)
+            logger.exception(
+                "unexpected error serving %s (ref %s)", request.path, ref, extra={"ref": ref}
+            )
+            return Reply.json(500, {"error": f"unexpected error (ref {ref}); see the bot's log"})
 
     def _mounted(self, path: str) -> WSGIApp | None:
         for prefix in sorted(self.mounts, key=len, reverse=True):
@@ -102,41 +115,30 @@ class OncallApp:
                 return self.mounts[prefix]
         return None
 
-    def _route(self, method: str, path: str, environ: dict[str, Any]) -> Reply:
-        handlers: dict[str, tuple[str, Callable[[dict[str, Any]], Reply]]] = {
+    def _route(self, request: Request) -> Reply:
+        handlers: dict[str, tuple[str, Callable[[Request], Reply]]] = {
             "/alerts": ("POST", self.alerts),
             "/healthz": ("GET", lambda _: Reply.json(200, {"status": "ok"})),
             "/readyz": ("GET", lambda _: self.readyz()),
             "/metrics": ("GET", lambda _: self.metrics()),
         }
+        path, method = request.path, request.method
         if path not in handlers:
             known = sorted([*handlers, *self.mounts])
             return Reply.json(404, {"error": f"no route '{path}'", "routes": known})
         allowed, handler = handlers[path]
         if method != allowed and not (allowed == "GET" and method == "HEAD"):
             return Reply.json(405, {"error": f"{path} takes {allowed}"}, ("Allow", allowed))
-        return handler(environ)
+        return handler(request)
 
     # -- POST /alerts --------------------------------------------------------------------------
-    def alerts(self, environ: dict[str, Any]) -> Reply:
+    def alerts(self, request: Request) -> Reply:
         """Validate, store (dedup, group, route), answer; then queue the triage runs."""
-        reply = self._check_token(environ) or self._receive(environ)
+        reply = self._receive(request.body)
         self.counters.webhook(reply.status)
         return reply
 
-    def _check_token(self, environ: dict[str, Any]) -> Reply | None:
-        if self._token is None:
-            return None
-        given = str(environ.get("HTTP_AUTHORIZATION", "")).encode()
-        if hmac.compare_digest(given, b"Bearer " + self._token):
-            return None
-        challenge = ("WWW-Authenticate", 'Bearer realm="gpu-oncall"')
-        return Reply.json(401, {"error": "missing or wrong bearer token"}, challenge)
-
-    def _receive(self, environ: dict[str, Any]) -> Reply:
-        body = _read_body(environ, limit=self.settings.server.max_body_bytes)
-        if isinstance(body, Reply):
-            return body
+    def _receive(self, body: bytes) -> Reply:
         try:
             webhook = parse_webhook(body)
         except InvalidWebhookError as exc:
@@ -146,6 +148,7 @@ class OncallApp:
                 received = receive_webhook(
                     session, webhook, routes=self.routes, at=self.rt.clock.now(), storms=self.storms
                 )
+                self.workers.record_triage(session, received)  # durable before the answer
         except StorageError as exc:
             logger.error("webhook not stored: %s", exc)
             return Reply.json(503, {"error": f"not stored, retry: {exc}"})
@@ -197,22 +200,14 @@ class OncallApp:
         return Reply(200, text.encode(), TEXT)
 
 
-def _send(reply: Reply, start_response: StartResponse, *, exc_info: Any = None) -> list[bytes]:
-    headers = [("Content-Type", reply.content_type), ("Content-Length", str(len(reply.body)))]
-    status = f"{reply.status} {_REASONS.get(reply.status, '')}"
-    start_response(status, headers + list(reply.headers), exc_info)
-    return [reply.body]
-
-
-def _read_body(environ: dict[str, Any], *, limit: int) -> bytes | Reply:
-    raw = str(environ.get("CONTENT_LENGTH") or "0")
-    length = int(raw) if raw.isdigit() else -1
-    if length < 0:
-        return Reply.json(411, {"error": "Content-Length required"})
-    if length > limit:
-        return Reply.json(413, {"error": f"body of {length} bytes exceeds {limit}"})
-    data: bytes = environ["wsgi.input"].read(length) if length else b""
-    return data
+def _require_length(head: Head) -> Reply | None:
+    if head.header("transfer-encoding") is None and head.header("content-length") is not None:
+        return None
+    return Reply.json(
+        411,
+        {"error": "Content-Length required (a chunked or unsized webhook body is refused)"},
+        close=True,
+    )
 
 
 def create_app(settings: Settings, rt: Runtime, *, socket_mode: bool = False) -> OncallApp:
@@ -227,7 +222,7 @@ def create_app(settings: Settings, rt: Runtime, *, socket_mode: bool = False) ->
         rt, workers=server.workers, queue_limit=server.queue_limit, counters=counters
     )
     app = OncallApp(rt=rt, settings=settings, counters=counters, workers=workers)
-    if settings.cluster == "sim":  # the fleet the bot remediates is the one Prometheus scrapes
+    if rt.fleet is not None:  # sim mode: the fleet the bot works on is the one Prometheus scrapes
         from integrations.sim.exporter import ExporterApp
 
         app.mount("/sim/metrics", ExporterApp(rt.fleet, prefix="/sim"))
@@ -241,50 +236,61 @@ def create_app(settings: Settings, rt: Runtime, *, socket_mode: bool = False) ->
     return app
 
 
-class ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
-    """One thread per request, so a slow client never holds up Alertmanager's webhook."""
-
-    daemon_threads = True
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        logger.debug("%s " + format, self.address_string(), *args)
-
-
 class RunningServer:
-    """An OncallApp served on a background thread (tests, bench); `stop()` shuts it down."""
+    """An OncallApp on uvicorn, listening from construction on. `start()` serves on a
+    background thread (tests, bench) until `stop()`; `serve()` blocks (`gpu-oncall serve`).
+    Either way the end is graceful: stop accepting, finish in-flight requests, then shut the
+    handler pool, the triage workers (queued work goes back to the database) and Slack down."""
 
     def __init__(self, app: OncallApp, *, host: str = "127.0.0.1", port: int = 0) -> None:
+        server = app.settings.server
         self.app = app
-        self.httpd = make_server(
-            host, port, app, server_class=ThreadingWSGIServer, handler_class=_QuietHandler
+        self.pool = ThreadPoolExecutor(
+            max_workers=server.max_concurrency, thread_name_prefix="http"
         )
-        self.url = f"http://{host}:{self.httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        tuning = Tuning(
+            backlog=server.backlog,
+            keepalive_seconds=server.keepalive_seconds,
+            shutdown_grace_seconds=server.shutdown_grace_seconds,
+            head_timeout_seconds=server.read_timeout_seconds,
+        )
+        self.http = HttpServer(app.front(self.pool), host=host, port=port, tuning=tuning)
+        self.url = self.http.url
+        self._released = False
 
     def start(self) -> RunningServer:
-        self._thread.start()
+        self.http.start()
         return self
 
+    def serve(self) -> None:
+        """Serve on this (main) thread until SIGTERM/SIGINT; uvicorn re-raises the signal
+        after the graceful stop, once everything here has shut down."""
+        try:
+            self.http.serve()
+        finally:
+            self._release()
+
     def stop(self) -> None:
-        self.httpd.shutdown()
-        self._thread.join()
-        self.httpd.server_close()
-        self.app.workers.shutdown()
+        self.http.stop()
+        self._release()
+
+    def _release(self) -> None:
+        if self._released:
+            return
+        self._released = True
+        self.http.socket.close()
+        self.pool.shutdown(wait=True)
+        try:
+            self.app.workers.shutdown()
+        except StorageError as exc:  # the leases expire and another replica takes the work over
+            logger.warning("queued triage not handed back to the database: %s", exc)
         if self.app.slack is not None:
             self.app.slack.close()
 
 
 def serve_forever(app: OncallApp, *, host: str, port: int, ready: Callable[[str], None]) -> None:
-    """Serve until interrupted (Ctrl-C / SIGTERM -> KeyboardInterrupt); then let queued
-    triage finish. `ready` is told the URL once the socket listens."""
+    """Serve until SIGTERM/Ctrl-C (then stop gracefully, see RunningServer). `ready` is told
+    the URL once the socket listens."""
     server = RunningServer(app, host=host, port=port)
     ready(server.url)
-    try:
-        server.httpd.serve_forever()
-    finally:
-        server.httpd.server_close()
-        app.workers.shutdown()
-        if app.slack is not None:
-            app.slack.close()
+    server.serve()

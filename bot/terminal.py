@@ -1,11 +1,13 @@
 """Presentation for the CLI: step progress, the verdict, approvals, actions, timeline, MTTR.
 
 Renders step outputs and verdicts as text; knows nothing about storage or the engine's insides.
-Colour only when writing to a terminal.
+Colour only when writing to a terminal. The terminal is a client of the run, never its owner: when
+the reader goes away (`gpu-oncall diagnose ... | head -3`), printing stops and the run goes on.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
@@ -16,15 +18,39 @@ _COLORS = {"red": "31", "green": "32", "yellow": "33", "blue": "34", "dim": "2",
 
 
 class Terminal:
+    """Writes lines to `out` (standard output by default).
+
+    A closed reader (EPIPE) sets `closed` and turns every later write into a no-op, so a
+    command keeps running to its end state; `release` then detaches standard output so the
+    interpreter's last flush at exit cannot fail either.
+    """
+
     def __init__(self, out: TextIO | None = None, *, color: bool | None = None) -> None:
         self.out = out or sys.stdout
         self.color = self.out.isatty() if color is None else color
+        self.closed = False
 
     def style(self, text: str, name: str) -> str:
         return f"\033[{_COLORS[name]}m{text}\033[0m" if self.color else text
 
     def line(self, text: str = "") -> None:
-        print(text, file=self.out, flush=True)
+        if self.closed:
+            return
+        try:
+            print(text, file=self.out, flush=True)
+        except BrokenPipeError:  # EPIPE: the reader closed its end
+            self.closed = True
+
+    def release(self) -> None:
+        """After a closed reader: point standard output at /dev/null, so that Python's flush
+        at exit does not print "Exception ignored ... BrokenPipeError" (Python docs, SIGPIPE)."""
+        if not self.closed or self.out is not sys.stdout:
+            return
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        finally:
+            os.close(devnull)
 
     def heading(self, text: str) -> None:
         self.line()

@@ -1,64 +1,81 @@
 """Composition root: Settings -> a ready Runtime (database, checkpointer, catalogs, adapters,
 run engine). The only place that decides which adapter serves which port.
 
-In the embedded default the Telemetry and Cluster ports are served by the simulated fleet,
-which runs on simulated time (a FakeClock), so a 10-minute verification window passes at once.
-The fleet's state (scenario, start time, cordons, drains) is saved beside the database, so a
-run approved from a new process continues against the same fleet.
+`cluster` (`sim` | `kubernetes`) and `telemetry` (`sim` | `prometheus`) are chosen
+independently. While either is `sim`, `bot.simulation` builds the simulated fleet from a
+scenario (on simulated time with simulated telemetry, so a 10-minute verification window passes
+at once) and writes its state through to a file beside the database. With neither, no fleet and
+no scenario exist and `integrations.sim` is never imported: reads and writes go to the real
+cluster and the real Prometheus, on the wall clock.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
-from contextlib import closing, contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import Engine
 
+from bot.actions.coexistence import Markers
 from bot.actions.executing import ActionLedger
 from bot.actions.ledger import SqlActionLedger
 from bot.actions.policy import Limits, Policy, Risk
 from bot.actions.registry import ActionRegistry, default_registry
-from bot.clock import Clock, SimulatedClock, SystemClock
+from bot.clock import Clock, SystemClock
 from bot.config import Settings
 from bot.diagnosis.logs import LogCatalog, load_log_catalog
 from bot.engine.catalog import RunbookCatalog, load_catalog
+from bot.engine.leases import LeaseKeeper
 from bot.engine.running import RunEngine
 from bot.engine.state import Deps
 from bot.errors import UserInputError
 from integrations.alertmanager import AlertmanagerSilences, RecordedSilences, Silences
-from integrations.errors import IntegrationError
+from integrations.cluster import Cluster
 from integrations.signals import SignalCatalog, load_signal_catalog
-from integrations.sim.cluster import SimCluster
-from integrations.sim.fleet import Fleet
-from integrations.sim.scenarios import SCENARIO_DIR, Scenario, load_scenario
-from integrations.sim.telemetry import SimTelemetry
 from integrations.telemetry import Telemetry
 from integrations.tickets import RecordedTickets, Tickets, WebhookTickets
 from runbooks import LOG_SIGNATURES_FILE, RUNBOOK_DIR, SIGNALS_FILE
 from storage.checkpointer import make_checkpointer
-from storage.db import create_schema, make_engine, sqlite_path
+from storage.db import create_schema, make_engine
 
 if TYPE_CHECKING:
+    from bot.simulation import Fleet, Scenario, Simulation
+    from integrations.k8s import KubernetesEndpoint
     from integrations.prometheus import PrometheusEndpoint
-
-DEFAULT_SCENARIO = Path(SCENARIO_DIR) / "ecc-dbe-storm.yaml"
 
 
 @dataclass
 class Runtime:
+    """An open runtime. `fleet`, `scenario` and `sim` are None outside sim mode."""
+
     settings: Settings
     clock: Clock
     deps: Deps
     catalog: RunbookCatalog
     engine: RunEngine
-    fleet: Fleet
-    scenario: Scenario
+    fleet: Fleet | None
+    scenario: Scenario | None
     db: Engine
+    sim: Simulation | None = None
+
+
+def simulated(settings: Settings) -> bool:
+    """Sim mode: a port is served by the simulated fleet, so a fleet (and a scenario) exist."""
+    return settings.cluster == "sim" or settings.telemetry == "sim"
+
+
+def check_no_scenario(settings: Settings, scenario: object) -> None:
+    """A scenario outside sim mode is a mistake worth one line, never silently ignored."""
+    if scenario is not None and not simulated(settings):
+        raise UserInputError(
+            "--scenario: the bot is pointed at a real cluster and a real Prometheus "
+            f"(GPU_ONCALL_CLUSTER={settings.cluster}, GPU_ONCALL_TELEMETRY={settings.telemetry}); "
+            "scenarios run only on the simulated fleet (set either to sim)"
+        )
 
 
 def make_policy(settings: Settings) -> Policy:
@@ -80,11 +97,30 @@ def make_policy(settings: Settings) -> Policy:
 
 def load_catalogs(settings: Settings) -> tuple[SignalCatalog, ActionRegistry, RunbookCatalog]:
     signals = load_signal_catalog(SIGNALS_FILE)
-    actions = default_registry()
+    actions = default_registry(markers=make_markers(settings))
     catalog = load_catalog(
         [RUNBOOK_DIR, *settings.runbook_dirs], signals=signals.names(), actions=actions.names()
     )
     return signals, actions, catalog
+
+
+def open_database(settings: Settings) -> Engine:
+    """The database engine, its schema made ready (migrated, or checked when
+    `storage.migrate` is false)."""
+    storage = settings.storage
+    db = make_engine(storage.url, pool_size=storage.pool_size, max_overflow=storage.max_overflow)
+    try:
+        create_schema(db, migrate=storage.migrate)
+    except BaseException:
+        db.dispose()
+        raise
+    return db
+
+
+def make_markers(settings: Settings) -> Markers:
+    """The node annotations and labels the node actions write and respect (coexistence)."""
+    k = settings.kubernetes
+    return Markers(prefix=k.marker_prefix, protected_label=k.protected_label)
 
 
 def make_tickets(settings: Settings) -> Tickets:
@@ -130,27 +166,25 @@ def open_runtime(
 
     `scenario` (already loaded), `catalogs` (from `load_catalogs`) and `log_catalog` let a
     caller that opens many runtimes, such as `gpu-oncall eval`, skip re-reading the same files.
+    A scenario outside sim mode raises UserInputError before anything is opened.
     """
-    db = make_engine(settings.storage.url)
-    create_schema(db)
-    state_file = sim_state_file(settings)
-    path = scenario_path or settings.sim.scenario or DEFAULT_SCENARIO
-    if scenario is None:
-        try:
-            scenario = load_scenario(Path(path))
-        except IntegrationError as exc:
-            raise UserInputError(str(exc)) from exc
-    saved = {} if fresh else _read_state(state_file, scenario)
-    clock = make_clock(settings, saved)
-    fleet = Fleet.from_scenario(scenario, now=clock.now, t0=_t0(saved, clock))
-    if saved:
-        fleet.restore_state(saved.get("fleet") or {})
+    check_no_scenario(settings, scenario_path or scenario)
+    sim = _open_simulation(settings, scenario_path, scenario=scenario, fresh=fresh)
+    clock: Clock = sim.clock if sim is not None else SystemClock()
+    fleet = sim.fleet if sim is not None else None
     signals, actions, catalog = catalogs or load_catalogs(settings)
+    cluster = make_cluster(settings, sim=sim)
+    db = open_database(settings)
     silences = make_silences(settings)
-    with make_checkpointer(settings.storage.url) as checkpointer, closing(silences):
+    with (
+        make_checkpointer(settings.storage.url) as checkpointer,
+        closing(silences),
+        ExitStack() as stack,
+    ):
+        stack.callback(_closer(cluster))
         deps = Deps(
             telemetry=make_telemetry(settings, fleet=fleet, signals=signals),
-            cluster=SimCluster(fleet),
+            cluster=cluster,
             clock=clock,
             signals=signals,
             log_catalog=log_catalog or load_log_catalog(LOG_SIGNATURES_FILE),
@@ -160,27 +194,74 @@ def open_runtime(
             tickets=make_tickets(settings),
             silences=silences,
         )
-        engine = RunEngine(deps=deps, db=db, checkpointer=checkpointer, catalog=catalog)
-        runtime = Runtime(settings, clock, deps, catalog, engine, fleet, scenario, db)
+        leases = LeaseKeeper.configured(db, settings.work)
+        engine = RunEngine(
+            deps=deps, db=db, checkpointer=checkpointer, catalog=catalog, leases=leases
+        )
+        scenario_loaded = sim.scenario if sim is not None else None
+        runtime = Runtime(settings, clock, deps, catalog, engine, fleet, scenario_loaded, db, sim)
         try:
             yield runtime
         finally:
-            _write_state(state_file, scenario, fleet, clock, path=Path(path))
+            if sim is not None:
+                sim.save()
     db.dispose()
 
 
-def make_clock(settings: Settings, saved: dict[str, Any]) -> Clock:
-    """Simulated time on the simulated fleet. Wall-clock time with a real Prometheus: its
-    samples exist only once their moment has come, so a verification window must really wait."""
-    if settings.telemetry == "prometheus":
-        return SystemClock()
-    return SimulatedClock(_start_time(saved))
+def _open_simulation(
+    settings: Settings, scenario_path: Path | None, *, scenario: Scenario | None, fresh: bool
+) -> Simulation | None:
+    if not simulated(settings):
+        return None
+    from bot.simulation import open_simulation  # the simulator: only in sim mode
+
+    return open_simulation(settings, scenario_path=scenario_path, scenario=scenario, fresh=fresh)
 
 
-def make_telemetry(settings: Settings, *, fleet: Fleet, signals: SignalCatalog) -> Telemetry:
+def make_cluster(settings: Settings, *, sim: Simulation | None) -> Cluster:
+    """The Cluster adapter `settings.cluster` names (`sim` | `kubernetes`)."""
+    if settings.cluster == "sim":
+        from bot.simulation import WriteThroughCluster
+
+        if sim is None:  # simulated() is true whenever cluster is sim
+            raise UserInputError("cluster=sim needs the simulated fleet")
+        return WriteThroughCluster(sim)
+    from integrations.k8s import KubernetesCluster  # kubernetes: only when configured
+
+    return KubernetesCluster.from_endpoint(make_kubernetes_endpoint(settings))
+
+
+def _closer(cluster: Cluster) -> Callable[[], None]:
+    """The adapter's `close` (KubernetesCluster's connection pool), or nothing to do."""
+    close = getattr(cluster, "close", None)
+    return close if callable(close) else (lambda: None)
+
+
+def make_kubernetes_endpoint(settings: Settings) -> KubernetesEndpoint:
+    """Connection settings for KubernetesCluster (in-cluster service account or kubeconfig)."""
+    from integrations.k8s import KubernetesEndpoint
+
+    k = settings.kubernetes
+    return KubernetesEndpoint(
+        kubeconfig=str(k.kubeconfig) if k.kubeconfig else None,
+        context=k.context,
+        in_cluster=k.in_cluster,
+        timeout_seconds=k.timeout_seconds or settings.timeouts.http_seconds,
+        retries=k.retries,
+        backoff_seconds=k.backoff_seconds,
+        qps=k.qps,
+        burst=k.burst,
+    )
+
+
+def make_telemetry(settings: Settings, *, fleet: Fleet | None, signals: SignalCatalog) -> Telemetry:
     """The Telemetry adapter `settings.telemetry` names (`sim` | `prometheus`)."""
     if settings.telemetry != "prometheus":
-        return SimTelemetry(fleet, signals, host_labels=settings.labels.as_dict())
+        from bot.simulation import sim_telemetry
+
+        if fleet is None:  # simulated() is true whenever telemetry is sim
+            raise UserInputError("telemetry=sim needs the simulated fleet")
+        return sim_telemetry(fleet, signals, host_labels=settings.labels.as_dict())
     from integrations.prometheus import PrometheusTelemetry  # requests: only when configured
 
     p = settings.prometheus
@@ -215,44 +296,3 @@ def make_prometheus_endpoint(settings: Settings) -> PrometheusEndpoint:
 
 def _ledger(db: Engine) -> ActionLedger:
     return SqlActionLedger(db)
-
-
-def sim_state_file(settings: Settings) -> Path | None:
-    path = sqlite_path(settings.storage.url)
-    return path.with_name(path.stem + ".sim-state.json") if path else None
-
-
-def _read_state(state_file: Path | None, scenario: Scenario) -> dict[str, Any]:
-    if state_file is None or not state_file.exists():
-        return {}
-    data = json.loads(state_file.read_text())
-    if data.get("scenario") != scenario.metadata.name:
-        return {}
-    return dict(data)
-
-
-def _start_time(saved: dict[str, Any]) -> datetime:
-    real = datetime.now(UTC).replace(microsecond=0)
-    stored = saved.get("now")
-    return max(real, datetime.fromisoformat(str(stored))) if stored else real
-
-
-def _t0(saved: dict[str, Any], clock: Clock) -> datetime:
-    stored = saved.get("t0")
-    return datetime.fromisoformat(str(stored)) if stored else clock.now()
-
-
-def _write_state(
-    state_file: Path | None, scenario: Scenario, fleet: Fleet, clock: Clock, *, path: Path
-) -> None:
-    if state_file is None:
-        return
-    state_file.parent.mkdir(parents=True, exist_ok=True)
-    data = {
-        "scenario": scenario.metadata.name,
-        "scenario_path": str(path),
-        "t0": fleet.t0.isoformat(),
-        "now": clock.now().isoformat(),
-        "fleet": fleet.export_state(),
-    }
-    state_file.write_text(json.dumps(data, indent=2))

@@ -1,13 +1,14 @@
-"""The Cluster port: read and change Kubernetes objects the runbooks need.
+"""The Cluster port: read and change the Kubernetes objects the runbooks and actions need.
 
 Speaks the domain (validated node names, small frozen records), never V1Node. Writes are
-idempotent by construction and say whether they changed anything. Implemented by
-`integrations.sim.cluster.SimCluster` and (later) `integrations.k8s.KubernetesCluster`.
+idempotent by construction and say whether they changed anything (`Outcome.ALREADY_DONE` is a
+result, not an error). Every name crosses `integrations.names` before any request. Implemented
+by `integrations.sim.cluster.SimCluster` (sim mode) and `integrations.k8s.KubernetesCluster`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -28,9 +29,10 @@ class NodeInfo:
     unschedulable: bool
     conditions: dict[str, str] = field(default_factory=dict)  # type -> "True"|"False"|"Unknown"
     labels: dict[str, str] = field(default_factory=dict)
-    taints: tuple[str, ...] = ()  # "key=value:Effect"
+    taints: tuple[str, ...] = ()  # "key=value:Effect" (or "key:Effect" without a value)
     gpu_capacity: int = 0
     gpu_allocatable: int = 0
+    annotations: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,8 @@ class PodInfo:
     restarts: int = 0
     last_terminated_reason: str | None = None  # e.g. "OOMKilled"
     gpus: int = 0
+    owner_kind: str | None = None  # kind of the controller owner: DaemonSet | Job | ReplicaSet ...
+    mirror: bool = False  # a static pod's mirror (annotation kubernetes.io/config.mirror)
 
 
 @dataclass(frozen=True)
@@ -54,16 +58,37 @@ class ClusterEvent:
     reason: str
     message: str
     type: str = "Normal"  # Normal | Warning
+    namespace: str = ""
 
 
 @dataclass(frozen=True)
 class DrainReport:
-    """What a drain did: pods evicted, pods left alone (DaemonSets), pods blocked by a PDB."""
+    """What a drain did: pods evicted, pods left alone (DaemonSet-owned and mirror pods), and
+    pods a PodDisruptionBudget kept until the grace deadline (`blocked`, each with its reason in
+    `reasons`). `outcome` is ALREADY_DONE when there was nothing left to evict."""
 
     outcome: Outcome
     evicted: tuple[str, ...] = ()
     skipped: tuple[str, ...] = ()
     blocked: tuple[str, ...] = ()
+    reasons: dict[str, str] = field(default_factory=dict)  # "ns/pod" -> why it was not evicted
+
+
+@dataclass(frozen=True)
+class Permission:
+    """One API permission the bot needs: `verb` on `resource` (with its API group and
+    subresource), and whether the configured identity has it."""
+
+    verb: str
+    resource: str
+    group: str = ""
+    subresource: str = ""
+    allowed: bool | None = None  # None: not checked
+    reason: str = ""
+
+    def describe(self) -> str:
+        what = self.resource + (f"/{self.subresource}" if self.subresource else "")
+        return f"{self.verb} {what}" + (f" ({self.group})" if self.group else "")
 
 
 class Cluster(Protocol):
@@ -73,13 +98,23 @@ class Cluster(Protocol):
         """Nodes by name (all nodes when `names` is None). Unknown names raise NodeNotFound."""
         ...
 
-    def pods_on(self, node: str) -> list[PodInfo]: ...
+    def pods_on(self, node: str) -> list[PodInfo]:
+        """Every pod bound to the node, in all namespaces."""
+        ...
 
     def events(self, node: str, *, since: datetime) -> list[ClusterEvent]:
         """Events about the node and the pods on it since `since`."""
         ...
 
-    def pod_logs(self, pod: str, namespace: str, *, tail_lines: int = 500) -> str: ...
+    def pod_logs(
+        self,
+        pod: str,
+        namespace: str,
+        *,
+        tail_lines: int = 500,
+        container: str | None = None,
+        since: timedelta | None = None,
+    ) -> str: ...
 
     def node_logs(self, node: str, *, tail_lines: int = 500) -> str:
         """The node's kernel log (the kubelet's node log query, `/api/v1/nodes/N/proxy/logs`)."""
@@ -89,4 +124,32 @@ class Cluster(Protocol):
 
     def uncordon(self, node: str) -> Outcome: ...
 
-    def drain(self, node: str, *, grace: timedelta) -> DrainReport: ...
+    def drain(self, node: str, *, grace: timedelta) -> DrainReport:
+        """Evict the node's pods through the Eviction API, honouring PodDisruptionBudgets: a
+        refused eviction is retried with backoff until `grace` has passed, then reported in
+        `blocked`. Never a delete that bypasses a PDB."""
+        ...
+
+    def taint(self, node: str, *, key: str, value: str = "", effect: str = "NoSchedule") -> Outcome:
+        """Add the taint `key=value:effect` (ALREADY_DONE when the node has it)."""
+        ...
+
+    def untaint(self, node: str, *, key: str, effect: str = "NoSchedule") -> Outcome:
+        """Remove the taint with this key and effect (ALREADY_DONE when absent)."""
+        ...
+
+    def delete_pod(self, pod: str, namespace: str, *, grace: timedelta) -> Outcome:
+        """Delete one pod (ALREADY_DONE when it is gone)."""
+        ...
+
+    def annotate(self, node: str, annotations: Mapping[str, str | None]) -> Outcome:
+        """Set node annotations; a None value removes the key."""
+        ...
+
+    def label(self, node: str, labels: Mapping[str, str | None]) -> Outcome:
+        """Set node labels; a None value removes the key."""
+        ...
+
+    def check_permissions(self, needed: Collection[Permission]) -> list[Permission]:
+        """Whether the configured identity holds each permission (SelfSubjectAccessReview)."""
+        ...

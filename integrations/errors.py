@@ -54,10 +54,26 @@ class NodeNotFound(ClusterError):
         self.node = node
 
 
+RBAC_FILE = "deploy/kubernetes/base/clusterrole.yaml"
+
+
 class ClusterForbidden(ClusterError):
-    """RBAC refused the call (HTTP 403)."""
+    """RBAC refused the call (HTTP 403). `verb` and `resource` say which permission is missing
+    (`resource` may carry a subresource: `pods/eviction`)."""
 
     retryable = False
+
+    def __init__(self, message: str = "", *, verb: str = "", resource: str = "") -> None:
+        super().__init__(message or forbidden_message(verb=verb, resource=resource))
+        self.verb = verb
+        self.resource = resource
+
+
+def forbidden_message(*, verb: str, resource: str) -> str:
+    """The one line an operator reads when RBAC says no, naming the missing permission."""
+    return (
+        f"RBAC: the bot may not {verb} {resource}; grant it in the ClusterRole ({RBAC_FILE})"
+    )
 
 
 class ClusterConflict(ClusterError):

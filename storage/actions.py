@@ -139,3 +139,15 @@ def list_actions(
     if run_id is not None:
         statement = statement.where(ActionRow.run_id == run_id)
     return list(session.exec(statement.order_by(col(ActionRow.id))))
+
+
+def expire_leases(session: Session, *, run_id: str, at: datetime) -> int:
+    """End the leases of a run's `running` actions now: their worker died (its run was taken
+    over), so the next claim under the same key re-runs them (idempotent actions report
+    `already_done`). Returns how many."""
+    statement = (
+        update(ActionRow)
+        .where(col(ActionRow.run_id) == run_id, col(ActionRow.status) == RUNNING)
+        .values(lease_expires_at=at)
+    )
+    return int(session.exec(statement).rowcount)

@@ -9,16 +9,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import bindparam, tuple_, update
-from sqlalchemy import select as sa_select
+from sqlalchemy import Integer, String, TextualSelect, bindparam, column, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, col, select
 
 from storage.db import insert_unique
 from storage.errors import RecordNotFoundError
-from storage.tables import ReceivedAlert
+from storage.tables import ReceivedAlert, UTCDateTime
 
 
 def get_alert(
@@ -191,7 +191,7 @@ def record_alerts(
     )
     connection = session.connection()
     created = {(fp, st, at): int(i) for i, fp, st, at in connection.execute(statement, rows)}
-    known = _existing(session, [a.identity for a in unique if a.identity not in created])
+    known = existing_alerts(session, [a.identity for a in unique if a.identity not in created])
     results: list[StoredAlert] = []
     seen: set[tuple[str, str, datetime]] = set()
     for alert in alerts:
@@ -205,19 +205,59 @@ def record_alerts(
     return results
 
 
-def _existing(
+LOOKUP_CHUNK = 1000
+"""Identities per redelivery lookup: 3 bound parameters each, far below SQLite's 32,766."""
+
+
+def existing_alerts(
+    session: Session, identities: Sequence[tuple[str, str, datetime]]
+) -> dict[tuple[str, str, datetime], tuple[int, int | None]]:
+    """The stored (row id, incident id) of each identity that is already in the table.
+
+    The identities are a `VALUES` list joined to the table on the unique (fingerprint, status,
+    starts_at), so each is one search of the unique index and the cost does not grow with the
+    table. (A row-value `IN (VALUES ...)` made SQLite scan the whole index instead.)
+    """
+    found: dict[tuple[str, str, datetime], tuple[int, int | None]] = {}
+    for start in range(0, len(identities), LOOKUP_CHUNK):
+        found.update(_existing_chunk(session, identities[start : start + LOOKUP_CHUNK]))
+    return found
+
+
+def _existing_chunk(
     session: Session, identities: Sequence[tuple[str, str, datetime]]
 ) -> dict[tuple[str, str, datetime], tuple[int, int | None]]:
     if not identities:
         return {}
-    c = ReceivedAlert.__table__.c  # type: ignore[attr-defined]
-    statement = sa_select(c.id, c.incident_id, c.fingerprint, c.status, c.starts_at).where(
-        tuple_(c.fingerprint, c.status, c.starts_at).in_(identities)
-    )
-    return {
-        (fp, st, at): (int(row_id), incident_id)
-        for row_id, incident_id, fp, st, at in session.connection().execute(statement)
+    params = {
+        f"{name}{i}": value
+        for i, identity in enumerate(identities)
+        for name, value in zip(("f", "s", "t"), identity, strict=True)
     }
+    rows = session.connection().execute(_lookup_statement(len(identities)), params)
+    return {(fp, st, at): (int(row_id), incident_id) for row_id, incident_id, fp, st, at in rows}
+
+
+@lru_cache(maxsize=64)
+def _lookup_statement(count: int) -> TextualSelect:
+    """`WITH wanted(...) AS (VALUES ...) SELECT ... JOIN received_alerts ON` the unique identity,
+    for `count` identities. Plain text with typed parameters: compiled once per count (an ORM
+    `values()` construct is compiled again on every call, which cost more than the search)."""
+    rows = ", ".join(f"(:f{i}, :s{i}, :t{i})" for i in range(count))
+    statement = text(
+        f"WITH wanted (fingerprint, status, starts_at) AS (VALUES {rows}) "
+        "SELECT a.id, a.incident_id, a.fingerprint, a.status, a.starts_at "
+        "FROM wanted JOIN received_alerts AS a ON a.fingerprint = wanted.fingerprint "
+        "AND a.status = wanted.status AND a.starts_at = wanted.starts_at"
+    )
+    stamps = [bindparam(f"t{i}", type_=UTCDateTime()) for i in range(count)]
+    return statement.bindparams(*stamps).columns(
+        column("id", Integer()),
+        column("incident_id", Integer()),
+        column("fingerprint", String()),
+        column("status", String()),
+        column("starts_at", UTCDateTime()),
+    )
 
 
 def _record_one(session: Session, alert: NewAlert, *, received_at: datetime) -> StoredAlert:

@@ -69,16 +69,42 @@ def _sqlite_saver(path: Path) -> Iterator[SqliteSaver]:
         conn.close()
 
 
+#: Arbitrary constant: the advisory-lock key that serialises checkpointer set-up across replicas.
+_SETUP_LOCK_KEY = 0x6F6E63616C6C  # "oncall"
+
+
 @contextmanager
-def _postgres_saver(url: str) -> Iterator[BaseCheckpointSaver[Any]]:
+def _postgres_saver(url: str, *, pool_size: int = 10) -> Iterator[BaseCheckpointSaver[Any]]:
+    """A PostgresSaver over a psycopg connection pool (graph nodes run on a thread pool, and
+    several runs execute at once). `setup()` runs under an advisory lock, so two replicas
+    starting together do not both apply the saver's migrations."""
     try:
         module = importlib.import_module("langgraph.checkpoint.postgres")
+        from psycopg import Connection, OperationalError
+        from psycopg.rows import dict_row
+        from psycopg_pool import ConnectionPool, PoolTimeout
     except ModuleNotFoundError as err:
         raise BackendNotInstalledError(
-            "the PostgreSQL checkpointer", package="langgraph-checkpoint-postgres"
+            "the PostgreSQL checkpointer", package="langgraph-checkpoint-postgres psycopg-pool"
         ) from err
     # psycopg wants a libpq URL: drop SQLAlchemy's "+driver" suffix.
     conninfo = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-    with module.PostgresSaver.from_conn_string(conninfo) as saver:
-        saver.setup()
-        yield saver
+    options = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+    try:
+        with Connection.connect(conninfo, **options) as conn:  # type: ignore[arg-type]
+            conn.execute("SELECT pg_advisory_lock(%s)", (_SETUP_LOCK_KEY,))
+            module.PostgresSaver(conn).setup()
+            conn.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK_KEY,))
+        pool: ConnectionPool[Any] = ConnectionPool(
+            conninfo, min_size=1, max_size=pool_size, kwargs=options, open=False,
+            check=ConnectionPool.check_connection, name="gpu-oncall-checkpoints",
+        )  # fmt: skip
+        pool.open(wait=True, timeout=10)
+    except (OperationalError, PoolTimeout) as err:
+        raise DatabaseUnavailableError(
+            f"cannot reach the checkpoint database {redact(url)}: {err}"
+        ) from err
+    try:
+        yield module.PostgresSaver(pool)
+    finally:
+        pool.close()

@@ -69,13 +69,17 @@ def redact(url: str) -> str:
         return "<unparseable database URL>"
 
 
-def make_engine(url: str) -> Engine:
-    """An Engine for `url`. SQLite: creates the file's directory and sets the pragmas."""
+def make_engine(url: str, *, pool_size: int = 10, max_overflow: int = 10) -> Engine:
+    """An Engine for `url`. SQLite: creates the file's directory and sets the pragmas. Other
+    backends: a pool of `pool_size` (+ `max_overflow`) connections, each checked before use, so
+    a restarted database server costs one failed request, not a stuck pool."""
     parsed = parse_url(url)
     try:
         if _is_sqlite(parsed):
             return _make_sqlite_engine(parsed)
-        return create_engine(parsed, pool_pre_ping=True)
+        return create_engine(
+            parsed, pool_pre_ping=True, pool_size=pool_size, max_overflow=max_overflow
+        )
     except (exc.NoSuchModuleError, ModuleNotFoundError) as err:
         raise BackendNotInstalledError(
             f"database URL {redact(url)}", package=_driver_package(parsed)
@@ -124,10 +128,17 @@ def _on_sqlite_begin(connection: Connection) -> None:
     connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
-def create_schema(engine: Engine) -> None:
-    """Create every table that does not exist yet (idempotent)."""
+def create_schema(engine: Engine, *, migrate: bool = True) -> None:
+    """Make the database ready for this release (idempotent). `migrate`: create a fresh
+    database or upgrade an older one through the migrations (storage/migrating.py); otherwise
+    refuse a database whose schema is not this release's (SchemaOutOfDateError)."""
+    from storage import migrating  # alembic: imported only by commands that open the database
+
     try:
-        SQLModel.metadata.create_all(engine)
+        if migrate:
+            migrating.upgrade(engine)
+        else:
+            migrating.check_current(engine)
     except exc.SQLAlchemyError as err:
         raise translate(err, engine=engine) from err
 

@@ -35,6 +35,10 @@ class DatabaseUnavailableError(StorageError):
     retryable = True
 
 
+class SchemaOutOfDateError(StorageError):
+    """The database's schema revision is not the one this release needs (run `db upgrade`)."""
+
+
 class DatabaseBusyError(DatabaseUnavailableError):
     """Another writer held the database lock for longer than the busy timeout."""
 

@@ -20,6 +20,8 @@ from storage.errors import IncidentAlreadyOpenError
 from storage.tables import Incident, TimelineEvent
 
 RESOLVED = "resolved"
+CLOSED = ("resolved", "failed")
+"""States that free an incident's group key (storage/tables.py OPEN_INCIDENT_PREDICATE)."""
 _REF = re.compile(r"^\s*(?:inc-?)?(\d+)\s*$", re.IGNORECASE)
 
 
@@ -77,8 +79,10 @@ def get_incident(session: Session, ref: str | int) -> Incident | None:
 
 
 def find_open_incident(session: Session, group_key: str) -> Incident | None:
-    """The open (not resolved) incident for a group key, if any."""
-    statement = select(Incident).where(Incident.group_key == group_key, Incident.state != RESOLVED)
+    """The open (neither resolved nor failed) incident for a group key, if any."""
+    statement = select(Incident).where(
+        Incident.group_key == group_key, col(Incident.state).not_in(CLOSED)
+    )
     return session.exec(statement.order_by(col(Incident.id).desc())).first()
 
 
@@ -151,7 +155,7 @@ def find_open_incidents(session: Session, group_keys: Collection[str]) -> dict[s
     if not group_keys:
         return {}
     statement = select(Incident).where(
-        col(Incident.group_key).in_(list(group_keys)), Incident.state != RESOLVED
+        col(Incident.group_key).in_(list(group_keys)), col(Incident.state).not_in(CLOSED)
     )
     return {row.group_key: row for row in session.exec(statement)}
 

@@ -1,4 +1,5 @@
-"""SQLModel tables: incidents, their timeline, runbook runs, findings, actions, approvals, alerts.
+"""SQLModel tables: incidents, their timeline, runbook runs, findings, actions, approvals, alerts,
+and the durable work queue.
 
 Unique constraints carry deduplication and idempotency (alert fingerprint+status+startsAt, action
 idempotency key, one approval per run step, one open incident per group key), so replicas sharing
@@ -19,7 +20,10 @@ from sqlmodel import Field, SQLModel
 
 from storage.errors import NaiveDatetimeError
 
-OPEN_INCIDENT_PREDICATE = "state != 'resolved'"
+OPEN_INCIDENT_PREDICATE = "state NOT IN ('resolved', 'failed')"
+"""An incident blocks its (runbook, target) group key until it is resolved or has failed: a
+failed incident (its run could not start or crashed for good) never swallows the next alert
+about the same target, which opens a fresh incident and a fresh run."""
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -195,15 +199,21 @@ class ApprovalRow(SQLModel, table=True):
 
 
 class ReceivedAlert(SQLModel, table=True):
-    """An Alertmanager alert as received; a redelivery of the same one is refused by the DB."""
+    """An Alertmanager alert as received; a redelivery of the same one is refused by the DB.
+
+    Every query on this table is index-backed, so intake does not slow down as it grows: the
+    unique identity serves redeliveries and lookups by fingerprint (its first column), the
+    storm-window index the storm check (alerts of one name received since a time).
+    """
 
     __tablename__ = "received_alerts"
     __table_args__ = (
         UniqueConstraint("fingerprint", "status", "starts_at", name="uq_received_alerts_identity"),
+        Index("ix_received_alerts_storm_window", "alertname", "status", "received_at"),
     )
 
     id: int | None = Field(default=None, primary_key=True)
-    fingerprint: str = Field(index=True)
+    fingerprint: str
     status: str  # firing | resolved
     starts_at: datetime = _at()
     ends_at: datetime | None = _at(nullable=True)
@@ -229,3 +239,31 @@ class ChatMessage(SQLModel, table=True):
     ts: str
     kind: str = "triage"
     posted_at: datetime = _at()
+
+
+class WorkItem(SQLModel, table=True):
+    """Work that must happen (a triage run, a decided approval's resumption, a verification
+    timer), recorded before it is acknowledged and claimed by one worker under a lease.
+
+    A worker claims a row with a conditional UPDATE that only one claimer can win (`owner` is
+    empty or its lease expired); it heartbeats `lease_expires_at` while it works. A row whose
+    lease expired (its worker died) is claimed again by the next worker, at most
+    `max_attempts` times (storage/work.py). `key` is unique: the same work is recorded once.
+    """
+
+    __tablename__ = "work_items"
+
+    id: int | None = Field(default=None, primary_key=True)
+    key: str = Field(unique=True)  # e.g. triage:<run id>, resume:<run id>:<approval id>
+    kind: str  # triage | resume | timer
+    incident_id: int = Field(foreign_key="incidents.id", index=True)
+    run_id: str = Field(index=True)
+    payload: dict[str, Any] = _json_dict()
+    state: str = Field(default="pending", index=True)  # pending | done | failed
+    due_at: datetime = _at()
+    owner: str | None = None
+    lease_expires_at: datetime | None = _at(nullable=True)
+    attempts: int = 0
+    last_error: str | None = None
+    created_at: datetime = _at()
+    finished_at: datetime | None = _at(nullable=True)

@@ -82,7 +82,9 @@ def execute_once(
             result = spec.run(ctx, target, params)
         except IntegrationError as exc:
             result = ActionResult("failed", f"{spec.name} {target} failed: {exc}")
-        status = {"failed": "failed", "skipped": "skipped"}.get(result.outcome, "succeeded")
+        skipped = ("skipped", "refused", "cancelled")  # refused/cancelled: nothing was done
+        status = "failed" if result.outcome == "failed" else "succeeded"
+        status = "skipped" if result.outcome in skipped else status
     payload = result.to_dict() | {"action": spec.name, "target": target, "risk": spec.risk.value}
     ledger.finish(key=ctx.idempotency_key, status=status, result=payload, at=ctx.clock.now())
     return payload

@@ -12,11 +12,18 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from bot.actions.coexistence import (
+    BOT,
+    Markers,
+    human_override,
+    refusal,
+    uncordon_refusal,
+)
 from bot.actions.policy import Risk
 from bot.clock import Clock
 from bot.errors import UserInputError
 from integrations.alertmanager import Matcher, Silences
-from integrations.cluster import Cluster, Outcome
+from integrations.cluster import Cluster, DrainReport, NodeInfo, Outcome
 from integrations.names import check_node_name
 from integrations.tickets import Ticket, Tickets
 
@@ -35,7 +42,7 @@ class ActionContext:
 
 @dataclass(frozen=True)
 class ActionResult:
-    outcome: str  # changed | already_done | skipped | failed | dry_run
+    outcome: str  # changed | already_done | skipped | failed | dry_run | refused | cancelled
     detail: str
     data: dict[str, Any] = field(default_factory=dict)
 
@@ -82,30 +89,133 @@ class ActionRegistry:
             ) from None
 
 
-def _cordon(ctx: ActionContext, target: str, params: Mapping[str, Any]) -> ActionResult:
-    outcome = ctx.cluster.cordon(check_node_name(target))
-    detail = "cordoned" if outcome is Outcome.CHANGED else "already cordoned"
-    return ActionResult(outcome.value, f"{target} {detail}")
+def node_actions(markers: Markers) -> list[ActionSpec]:
+    """cordon, uncordon, drain and taint: each reads the node first, refuses a node another
+    party holds, cancels when a human undid the bot's cordon, and records ownership."""
+
+    def cordon(ctx: ActionContext, target: str, params: Mapping[str, Any]) -> ActionResult:
+        node = _read_node(ctx, target)
+        stop = _stopped(node, ctx, markers)
+        if stop is not None:
+            return stop
+        if node.unschedulable:
+            return ActionResult(Outcome.ALREADY_DONE.value, f"{node.name} already cordoned")
+        _cordon_owned(ctx, node.name, markers, reason=_reason(ctx, params))
+        return ActionResult(Outcome.CHANGED.value, f"{node.name} cordoned", _owner(ctx))
+
+    def uncordon(ctx: ActionContext, target: str, params: Mapping[str, Any]) -> ActionResult:
+        node = _read_node(ctx, target)
+        refused = uncordon_refusal(node, markers)
+        if refused is not None:
+            return ActionResult("refused", f"refused: {refused}", {"reason": refused})
+        outcome = ctx.cluster.uncordon(node.name)
+        if markers.owns_cordon(node):
+            ctx.cluster.annotate(node.name, markers.released())
+        detail = "uncordoned" if outcome is Outcome.CHANGED else "already schedulable"
+        return ActionResult(outcome.value, f"{node.name} {detail}")
+
+    def drain(ctx: ActionContext, target: str, params: Mapping[str, Any]) -> ActionResult:
+        grace = timedelta(seconds=float(params.get("grace_seconds", 30)))
+        node = _read_node(ctx, target)
+        stop = _stopped(node, ctx, markers)
+        if stop is not None:
+            return stop
+        if not node.unschedulable:  # a drain cordons first, and the cordon is owned
+            _cordon_owned(ctx, node.name, markers, reason=_reason(ctx, params))
+        report = ctx.cluster.drain(node.name, grace=grace)
+        return _drained(node.name, report)
+
+    def taint(ctx: ActionContext, target: str, params: Mapping[str, Any]) -> ActionResult:
+        node = _read_node(ctx, target)
+        stop = _stopped(node, ctx, markers)
+        if stop is not None:
+            return stop
+        key = str(params.get("key") or f"{markers.prefix}/unhealthy")
+        effect = str(params.get("effect", "NoSchedule"))
+        value = str(params.get("value", ""))
+        ctx.cluster.annotate(
+            node.name, markers.taint_claim(incident=ctx.incident, reason=_reason(ctx, params))
+        )
+        outcome = ctx.cluster.taint(node.name, key=key, value=value, effect=effect)
+        shown = f"{key}={value}:{effect}" if value else f"{key}:{effect}"
+        detail = "tainted" if outcome is Outcome.CHANGED else "already tainted"
+        return ActionResult(outcome.value, f"{node.name} {detail} {shown}", _owner(ctx))
+
+    return [
+        ActionSpec("cordon", Risk.MEDIUM, "Mark the node unschedulable", "node", False, cordon),
+        ActionSpec(
+            "uncordon",
+            Risk.LOW,
+            "Make the node schedulable again (only nodes the bot cordoned)",
+            "node",
+            False,
+            uncordon,
+        ),
+        ActionSpec(
+            "drain",
+            Risk.HIGH,
+            "Evict the node's pods (Eviction API, respects PDBs)",
+            "node",
+            True,
+            drain,
+        ),
+        ActionSpec(
+            "taint",
+            Risk.MEDIUM,
+            "Taint the node (default gpu-oncall.io/unhealthy:NoSchedule)",
+            "node",
+            False,
+            taint,
+        ),
+    ]
 
 
-def _uncordon(ctx: ActionContext, target: str, params: Mapping[str, Any]) -> ActionResult:
-    outcome = ctx.cluster.uncordon(check_node_name(target))
-    detail = "uncordoned" if outcome is Outcome.CHANGED else "already schedulable"
-    return ActionResult(outcome.value, f"{target} {detail}")
+def _read_node(ctx: ActionContext, target: str) -> NodeInfo:
+    """The node as it is right now: every check happens at act time, right before acting."""
+    return ctx.cluster.nodes([check_node_name(target)])[0]
 
 
-def _drain(ctx: ActionContext, target: str, params: Mapping[str, Any]) -> ActionResult:
-    grace = timedelta(seconds=float(params.get("grace_seconds", 30)))
-    report = ctx.cluster.drain(check_node_name(target), grace=grace)
+def _stopped(node: NodeInfo, ctx: ActionContext, markers: Markers) -> ActionResult | None:
+    """A cancelled result when a human undid the bot's cordon for this incident; a refused
+    one when another party holds the node; None when the action may go ahead."""
+    cancelled = human_override(node, markers, incident=ctx.incident)
+    if cancelled is not None:
+        return ActionResult("cancelled", f"cancelled: {cancelled}", {"reason": cancelled})
+    refused = refusal(node, markers)
+    if refused is not None:
+        return ActionResult("refused", f"refused: {refused}", {"reason": refused})
+    return None
+
+
+def _cordon_owned(ctx: ActionContext, node: str, markers: Markers, *, reason: str) -> None:
+    """Claim, cordon, then mark the cordon done: a crash between leaves a claim the next try
+    recognises as the bot's own, never a cordon nobody owns."""
+    ctx.cluster.annotate(node, markers.cordon_claim(incident=ctx.incident, reason=reason))
+    ctx.cluster.cordon(node)
+    ctx.cluster.annotate(node, markers.cordon_done(at=ctx.clock.now()))
+
+
+def _reason(ctx: ActionContext, params: Mapping[str, Any]) -> str:
+    given = params.get("reason") or ctx.verdict.get("summary") or ctx.verdict.get("layer")
+    reason = f"{ctx.incident}: {given}" if given else ctx.incident
+    return reason[:250]
+
+
+def _owner(ctx: ActionContext) -> dict[str, Any]:
+    return {"owner": BOT, "incident": ctx.incident}
+
+
+def _drained(node: str, report: DrainReport) -> ActionResult:
     if report.outcome is Outcome.ALREADY_DONE:
-        return ActionResult(report.outcome.value, f"{target} already drained")
-    detail = f"{target} drained: {len(report.evicted)} pod(s) evicted"
+        return ActionResult(report.outcome.value, f"{node} already drained")
+    detail = f"{node} drained: {len(report.evicted)} pod(s) evicted"
     if report.blocked:
         detail += f", {len(report.blocked)} blocked by a PodDisruptionBudget"
     data = {
         "evicted": list(report.evicted),
         "skipped": list(report.skipped),
         "blocked": list(report.blocked),
+        "reasons": dict(report.reasons),
     }
     return ActionResult(report.outcome.value, detail, data)
 
@@ -199,28 +309,16 @@ def render_ticket(*, queue: str, target: str, incident: str, verdict: Mapping[st
     return Ticket(queue=queue, title=title, body="\n".join(lines), fields=fields)
 
 
-def default_registry() -> ActionRegistry:
-    """The built-in actions. Risk levels drive the approval policy."""
+def default_registry(*, markers: Markers | None = None) -> ActionRegistry:
+    """The built-in actions. Risk levels drive the approval policy; `markers` are the node
+    annotations and labels the node actions write and respect (`kubernetes.*` settings)."""
     # Imported here: the workload actions build on this module's ActionSpec and render_ticket.
     from bot.actions.workloads import WORKLOAD_ACTIONS
 
     return ActionRegistry(
         [
             *WORKLOAD_ACTIONS,
-            ActionSpec(
-                "cordon", Risk.MEDIUM, "Mark the node unschedulable", "node", False, _cordon
-            ),
-            ActionSpec(
-                "uncordon", Risk.LOW, "Make the node schedulable again", "node", False, _uncordon
-            ),
-            ActionSpec(
-                "drain",
-                Risk.HIGH,
-                "Evict the node's pods (Eviction API, respects PDBs)",
-                "node",
-                True,
-                _drain,
-            ),
+            *node_actions(markers or Markers()),
             ActionSpec(
                 "open_ticket",
                 Risk.LOW,

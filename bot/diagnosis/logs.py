@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bot.diagnosis.layers import SEVERITY_WEIGHT, Layer, Severity, layer_rank
 from bot.diagnosis.signatures import (
@@ -41,6 +41,8 @@ __all__ = [
 #: Lines longer than this are matched on their first MAX_LINE_CHARS characters only.
 MAX_LINE_CHARS = 16_384
 
+_NONFATAL = re.compile(r"\bNon-?fatal\b", re.IGNORECASE)
+
 
 @dataclass(frozen=True)
 class LogMatch:
@@ -55,6 +57,7 @@ class LogMatch:
     fields: dict[str, str]
     xid: int | None = None
     secondary: bool = False
+    caused_by: int | None = None  # `caused by previous Xid N`: the XID this one is attributed to
 
 
 @dataclass(frozen=True)
@@ -76,17 +79,31 @@ def classify_text(text: str, catalog: LogCatalog) -> LogClassification:
 
     The layer comes from the matches with a layer, primary before secondary (a `caused by
     previous Xid` line never outranks the primary XID): highest severity first, then the lowest
-    layer bottom-up (DOMAIN §8), then the earliest line.
+    layer bottom-up (DOMAIN §8), then the earliest line. A `caused by previous Xid N` line takes
+    XID N's layer (the chain is the earlier XID's fault); a signature's `secondary_with_xids`
+    makes it a consequence when one of those XIDs is in the text (NCCL `status=12` after Xid 79).
     """
-    matches = tuple(_scan(text, catalog))
+    matches = _demote_consequences(tuple(_scan(text, catalog)), catalog)
     decisive = [m for m in matches if m.layer is not None]
     pool = [m for m in decisive if not m.secondary] or decisive
     best = min(pool, key=_strength, default=None)
-    xids = tuple(sorted({m.xid for m in matches if m.xid is not None}))
+    codes = {m.xid for m in matches} | {m.caused_by for m in matches}
+    xids = tuple(sorted(code for code in codes if code is not None))
     if best is None:
         return LogClassification(matches=matches, xids=xids)
     return LogClassification(
         matches=matches, layer=best.layer, signal=best.signature, xids=xids, decided_by=best
+    )
+
+
+def _demote_consequences(
+    matches: tuple[LogMatch, ...], catalog: LogCatalog
+) -> tuple[LogMatch, ...]:
+    present = {m.xid for m in matches if m.xid is not None and not m.secondary}
+    rules = {s.name: s.secondary_with_xids for s in catalog.signatures if s.secondary_with_xids}
+    return tuple(
+        replace(m, secondary=True) if rules.get(m.signature, frozenset()) & present else m
+        for m in matches
     )
 
 
@@ -149,7 +166,10 @@ def _make_match(
     sig: Signature, fields: dict[str, str], line: str, line_no: int, catalog: LogCatalog
 ) -> LogMatch:
     xid = int(fields["xid"]) if "xid" in fields else sig.xid
+    caused_by = int(fields["caused_by"]) if fields.get("caused_by", "").isdigit() else None
     outcome = _outcome(sig, fields, catalog)
+    if caused_by is not None and sig.layer_table:
+        outcome = _attributed(xid, caused_by, catalog)
     secondary = outcome.secondary or any(name in fields for name in sig.secondary_when)
     return LogMatch(
         signature=sig.name,
@@ -161,7 +181,15 @@ def _make_match(
         fields=fields,
         xid=xid,
         secondary=secondary,
+        caused_by=caused_by,
     )
+
+
+def _attributed(xid: int | None, caused_by: int, catalog: LogCatalog) -> Outcome:
+    """`Xid 45 … caused by previous Xid 149` is Xid 149's fault: its layer and severity."""
+    row = xid_info(caused_by, catalog)
+    meaning = f"Xid {xid} caused by previous Xid {row.code} ({row.mnemonic}): {row.meaning}"
+    return Outcome(row.layer, row.severity, meaning, secondary=True)
 
 
 def _outcome(sig: Signature, fields: Mapping[str, str], catalog: LogCatalog) -> Outcome:
@@ -173,5 +201,8 @@ def _outcome(sig: Signature, fields: Mapping[str, str], catalog: LogCatalog) -> 
     if sig.layer_table and value.isdigit():
         row = xid_info(int(value), catalog)
         meaning = f"Xid {row.code} ({row.mnemonic}): {row.meaning}"
-        return Outcome(row.layer, row.severity, meaning, row.secondary)
+        severity = row.severity
+        if row.nonfatal_severity and _NONFATAL.search(fields.get("detail", "")):
+            severity, meaning = row.nonfatal_severity, f"{meaning} (Nonfatal)"
+        return Outcome(row.layer, severity, meaning, row.secondary)
     return sig.default

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -55,6 +56,20 @@ class XidSpec(_Strict):
     severity: SeverityName
     application: bool
     secondary: bool = False
+    fatal: bool | None = None
+    sources: list[str] = Field(default_factory=list)
+    checked: date | None = None
+    choice: str | None = None
+    unverified: list[str] = Field(default_factory=list)
+    nonfatal_severity: SeverityName | None = None
+
+
+class SourceSpec(_Strict):
+    """Where XID rows were checked: an address, the day it was read, what it covers."""
+
+    url: str = Field(min_length=1)
+    read: date
+    note: str = ""
 
 
 class OutcomeSpec(_Strict):
@@ -95,6 +110,7 @@ class SignatureSpec(_Strict):
     secondary_when: list[str] = Field(default_factory=list)
     xid: int | None = None
     context: ContextSpec | None = None
+    secondary_with_xids: list[int] = Field(default_factory=list)
     examples: list[str] = Field(default_factory=list)
 
 
@@ -103,6 +119,7 @@ class CatalogSpec(_Strict):
 
     apiVersion: Literal["gpu-oncall/v1"]
     kind: Literal["LogSignatureCatalog"]
+    sources: dict[str, SourceSpec] = Field(default_factory=dict)
     xids: dict[int, XidSpec]
     signatures: list[SignatureSpec] = Field(min_length=1)
 
@@ -123,6 +140,12 @@ class XidInfo:
     severity: str
     application: bool = False
     secondary: bool = False
+    fatal: bool | None = None
+    sources: tuple[str, ...] = ()
+    checked: str | None = None
+    choice: str | None = None
+    unverified: tuple[str, ...] = ()
+    nonfatal_severity: str | None = None
 
 
 @dataclass(frozen=True)
@@ -150,6 +173,8 @@ class Signature:
     xid: int | None = None
     context: re.Pattern[str] | None = None
     context_lines: int = 0
+    #: the match is a consequence (secondary) when any of these XIDs is in the same text
+    secondary_with_xids: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -194,6 +219,13 @@ def parse_log_catalog(raw: Any, *, file: str) -> LogCatalog:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or None
         raise LogCatalogError(first["msg"], file=file, field=where) from exc
+    for code, row in spec.xids.items():
+        for name in row.sources:
+            if name not in spec.sources:
+                known = ", ".join(sorted(spec.sources)) or "none"
+                raise LogCatalogError(
+                    f"unknown source '{name}' (sources: {known})", file=file, field=f"xids.{code}"
+                )
     xids = {code: _xid_info(code, row) for code, row in sorted(spec.xids.items())}
     signatures = tuple(
         _compile_signature(sig, file=file, where=f"signatures.{i}")
@@ -221,6 +253,12 @@ def _xid_info(code: int, row: XidSpec) -> XidInfo:
         severity=row.severity,
         application=row.application,
         secondary=row.secondary,
+        fatal=row.fatal,
+        sources=tuple(row.sources),
+        checked=row.checked.isoformat() if row.checked else None,
+        choice=row.choice,
+        unverified=tuple(row.unverified),
+        nonfatal_severity=row.nonfatal_severity,
     )
 
 
@@ -265,6 +303,7 @@ def _compile_signature(sig: SignatureSpec, *, file: str, where: str) -> Signatur
         xid=sig.xid,
         context=context_pattern,
         context_lines=context.lines if context else 0,
+        secondary_with_xids=frozenset(sig.secondary_with_xids),
     )
 
 

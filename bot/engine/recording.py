@@ -40,6 +40,8 @@ _ACTION_EVENTS = {
     "already_done": EventKind.ACTION_SUCCEEDED,
     "dry_run": EventKind.ACTION_SKIPPED,
     "skipped": EventKind.ACTION_SKIPPED,
+    "refused": EventKind.ACTION_SKIPPED,  # another party holds the node (coexistence)
+    "cancelled": EventKind.ACTION_SKIPPED,  # a human undid the bot's cordon
     "failed": EventKind.ACTION_FAILED,
 }
 

@@ -6,6 +6,11 @@ approval survives a restart. This module is a boundary: it turns the step output
 super-step into timeline events, findings, approvals and incident transitions (one transaction
 per super-step), and it records a `step_failed` event for anything that escapes a node before
 re-raising it.
+
+Durable work (storage/work.py): a triage run, a decided approval's resumption and a
+verification timer are work rows claimed under a lease (`perform`). A run taken over from a
+dead worker continues from its last checkpoint (`continue_run`); a run that fails, cannot
+start, or whose workers keep dying ends `failed` with its incident, the reason on the timeline.
 """
 
 from __future__ import annotations
@@ -14,27 +19,36 @@ import logging
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.types import Command
+from langgraph.types import Command, Interrupt
 from sqlalchemy.engine import Engine
 
 from bot.actions.policy import Risk, check_approver, check_blast_radius
+from bot.clock import FakeClock
 from bot.engine.catalog import RunbookCatalog
 from bot.engine.compiling import build_graph
+from bot.engine.leases import LeaseKeeper
 from bot.engine.loading import LoadedRunbook
-from bot.engine.recording import StepDone, recording
+from bot.engine.recording import Recorder, StepDone, recording
 from bot.engine.state import Deps, RunState
 from bot.engine.steps.common import parse_duration
 from bot.errors import NotFound, RunStateError, UserInputError
 from bot.incidents import lifecycle
+from bot.incidents.states import IncidentState
+from bot.incidents.timeline import BOT, EventKind
 from integrations.errors import InvalidName, NodeNotFound
 from integrations.names import check_node_name, expand_nodes
+from storage import actions as action_store
 from storage import approvals as approval_store
+from storage import incidents as incident_store
 from storage import runs as run_store
+from storage import work as work_store
 from storage.db import session_scope
-from storage.errors import ApprovalNotPendingError
+from storage.errors import ApprovalNotPendingError, StorageError
+from storage.tables import WorkItem
 
 logger = logging.getLogger(__name__)
 
@@ -44,8 +58,10 @@ DURABILITY = "sync"
 """LangGraph writes a run's checkpoint after every super-step, before the next one starts
 (STYLE §2.5.5): the approval's checkpoint is on disk before `stream()` returns. "exit" (one
 write when the stream stops) would save ~10 ms per triage run at 1,024 nodes
-(docs/performance.md); no code resumes a run mid-way today, but the checkpoints keep that
-possible."""
+(docs/performance.md), but a run taken over after a crash (`continue_run`) would then start
+again from its beginning instead of from its last finished super-step."""
+
+FINISHED = frozenset({"completed", "failed", "rejected"})
 
 
 @dataclass(frozen=True)
@@ -53,7 +69,7 @@ class RunOutcome:
     run_id: str
     incident: str
     runbook: str
-    status: str  # completed | awaiting_approval | rejected | failed
+    status: str  # completed | awaiting_approval | waiting (a timer) | rejected | failed
     steps: dict[str, Any] = field(default_factory=dict)
     approval: dict[str, Any] | None = None
 
@@ -75,8 +91,20 @@ class RunEngine:
         db: Engine,
         checkpointer: BaseCheckpointSaver[Any],
         catalog: RunbookCatalog,
+        leases: LeaseKeeper | None = None,
+        inline_timers: bool | None = None,
     ) -> None:
         self.deps, self.db, self.checkpointer, self.catalog = deps, db, checkpointer, catalog
+        self.leases = leases or LeaseKeeper(db)
+        self.inline_timers = (
+            isinstance(deps.clock, FakeClock) if inline_timers is None else inline_timers
+        )
+        """Timers pass at once on simulated time (the demo and the CLI finish at once)."""
+        self.follow_timers = True
+        """On wall-clock time, whether the thread driving a run waits for its timers itself
+        (a CLI command: the person watches the run; its work row's lease, kept alive while it
+        waits, makes a kill safe) or leaves each as a durable `timer` work row that the
+        scheduler resumes when due (`serve`: no thread ever waits for a verification)."""
         self._compiled: dict[str, Any] = {}
 
     def _app(self, loaded: LoadedRunbook) -> Any:
@@ -118,34 +146,71 @@ class RunEngine:
         incident_id: int,
         requester: str,
         on_step: StepCallback | None = None,
+        run_id: str | None = None,
     ) -> RunOutcome:
-        """Validate inputs, record the run and drive it until it ends or waits for approval."""
-        resolved = resolve_inputs(loaded, inputs)
-        target_name = loaded.runbook.target_input
-        target = str(resolved.get(target_name, "")) if target_name else ""
-        if target_name and loaded.runbook.inputs[target_name].type == "node":
-            self._check_node_exists(target)
-        run_id = uuid.uuid4().hex
-        now = self.deps.clock.now()
-        with recording(self.db, self.deps.clock) as recorder:
-            run_store.create_run(
-                recorder.session,
-                run_id=run_id,
-                incident_id=incident_id,
-                runbook=loaded.name,
-                inputs=resolved | {"requester": requester},
-                at=now,
+        """Validate inputs, record the run and drive it until it ends or waits for approval.
+
+        A run started here (a person's command, no `run_id`) is `triage` work this worker
+        claims, so if the process dies a `serve` worker takes it over. `run_id` (a triage work
+        row's) makes a start after a crash continue the run it began. Inputs that do not
+        validate, or a node the cluster does not know, end the incident `failed` (unless
+        another run is already working on it) and raise."""
+        if run_id is not None and self._run_exists(run_id):
+            return self.continue_run(run_id, on_step=on_step)
+        try:
+            resolved = resolve_inputs(loaded, inputs)
+            target_name = loaded.runbook.target_input
+            target = str(resolved.get(target_name, "")) if target_name else ""
+            if target_name and loaded.runbook.inputs[target_name].type == "node":
+                self._check_node_exists(target)
+        except (UserInputError, NotFound) as exc:
+            self.fail_incident(
+                incident_id, f"Run of '{loaded.name}' could not start: {exc}", only_if_idle=True
             )
-            recorder.run_started(incident_id, run_id, loaded, target, requester)
-        state: RunState = {
-            "run_id": run_id,
-            "runbook": loaded.name,
-            "incident": f"INC-{incident_id}",
-            "inputs": resolved | {"requester": requester},
-            "target": target,
-            "steps": {},
-        }
-        return self._drive(loaded, run_id, incident_id, state, on_step)
+            raise
+        if run_id is not None:  # a webhook's triage: its work row is claimed already
+            with recording(self.db, self.deps.clock) as recorder:
+                self._create_run(recorder, loaded, resolved, incident_id, requester, run_id)
+            state = _initial_state(loaded, run_id, incident_id, resolved | {"requester": requester})
+            return self._drive(loaded, run_id, incident_id, state, on_step)
+        run_id = uuid.uuid4().hex
+        with recording(self.db, self.deps.clock) as recorder:  # the work and the run, at once
+            item = self.record_work(
+                recorder.session,
+                kind="triage",
+                key=f"triage:{run_id}",
+                incident_id=incident_id,
+                run_id=run_id,
+                payload={"runbook": loaded.name, "inputs": resolved, "requester": requester},
+                claim=True,
+            )
+            self._create_run(recorder, loaded, resolved, incident_id, requester, run_id)
+        state = _initial_state(loaded, run_id, incident_id, resolved | {"requester": requester})
+        return self._perform_claimed(
+            item, on_step, run=lambda: self._drive(loaded, run_id, incident_id, state, on_step)
+        )
+
+    def _create_run(
+        self,
+        recorder: Recorder,
+        loaded: LoadedRunbook,
+        resolved: Mapping[str, Any],
+        incident_id: int,
+        requester: str,
+        run_id: str,
+    ) -> None:
+        """Record a run of validated inputs (status `running`) and its start on the timeline."""
+        name = loaded.runbook.target_input
+        target = str(resolved.get(name, "")) if name else ""
+        run_store.create_run(
+            recorder.session,
+            run_id=run_id,
+            incident_id=incident_id,
+            runbook=loaded.name,
+            inputs=dict(resolved) | {"requester": requester},
+            at=self.deps.clock.now(),
+        )
+        recorder.run_started(incident_id, run_id, loaded, target, requester)
 
     def _check_node_exists(self, node: str) -> None:
         try:
@@ -168,6 +233,9 @@ class RunEngine:
 
         `groups` are the approver groups `actor` belongs to (e.g. Slack user groups), resolved
         by the caller. An approval must pass the approver policy and the blast-radius limits.
+        The decision and a `resume` work row commit together; this worker claims the row, so
+        if it dies mid-way the next worker (a `serve` replica, or a second `approve` of the
+        same run) takes the resumption over instead of refusing it.
         """
         if decision not in ("approve", "reject"):
             raise UserInputError(f"decision must be approve or reject, not '{decision}'")
@@ -177,9 +245,17 @@ class RunEngine:
             if run is None:
                 raise NotFound(f"unknown run '{run_id}'")
             pending = approval_store.pending_approval_for(session, run_id=run_id)
+            interrupted = None
             if pending is None or pending.id is None:
-                raise RunStateError(f"run {run_id[:8]} is {run.status}: it has no pending approval")
-            loaded = self.catalog.get(run.runbook)
+                interrupted = self._interrupted_resumption(session, run_id)
+                if interrupted is None:
+                    raise RunStateError(
+                        f"run {run_id[:8]} is {run.status}: it has no pending approval"
+                    )
+        if interrupted is not None:
+            return self._perform_claimed(interrupted, on_step)
+        assert pending is not None and pending.id is not None
+        with session_scope(self.db) as session:
             incident_id = run.incident_id
             if decision == "approve" and now < pending.expires_at:
                 risks = [Risk(p["risk"]) for p in pending.payload.get("proposals", [])]
@@ -205,8 +281,332 @@ class RunEngine:
                 )
             except ApprovalNotPendingError as exc:
                 raise RunStateError(str(exc)) from exc
-        answer = {"decision": decision, "actor": actor, "at": now.isoformat(), "reason": reason}
-        return self._drive(loaded, run_id, incident_id, Command(resume=answer), on_step)
+            answer = {"decision": decision, "actor": actor, "at": now.isoformat(), "reason": reason}
+            item = self.record_work(
+                session,
+                kind="resume",
+                key=f"resume:{run_id}:{pending.id}",
+                incident_id=incident_id,
+                run_id=run_id,
+                payload={"answer": answer},
+                claim=True,
+            )
+        return self._perform_claimed(item, on_step)
+
+    def _interrupted_resumption(self, session: Any, run_id: str) -> WorkItem | None:
+        """A decided approval whose resumption was cut short (its worker died): claim it if
+        its lease expired; RunStateError naming the worker if one is still at it."""
+        for item in work_store.open_work_for_run(session, run_id):
+            if item.kind != "resume" or item.id is None:
+                continue
+            claimed = work_store.claim_work(
+                session,
+                work_id=item.id,
+                owner=self.leases.owner,
+                at=self.leases.now(),
+                lease=self.leases.terms.lease,
+                due_by=self.deps.clock.now(),
+            )
+            if claimed is not None:
+                return claimed
+            until = f"{item.lease_expires_at:%H:%M:%S} UTC" if item.lease_expires_at else "?"
+            raise RunStateError(
+                f"run {run_id[:8]} is already being resumed by worker {item.owner} "
+                f"(its lease runs until {until}; after that any worker takes it over)"
+            )
+        return None
+
+    # -- durable work ------------------------------------------------------------------------
+    def record_work(
+        self,
+        session: Any,
+        *,
+        kind: str,
+        key: str,
+        incident_id: int,
+        run_id: str,
+        payload: Mapping[str, Any],
+        due_at: Any = None,
+        claim: bool = False,
+    ) -> WorkItem:
+        """Record work in the caller's transaction (with the fact that makes it necessary);
+        with `claim`, this worker holds it from the start."""
+        item, _ = work_store.add_work(
+            session,
+            key=key,
+            kind=kind,
+            incident_id=incident_id,
+            run_id=run_id,
+            at=self.deps.clock.now(),
+            due_at=due_at,
+            payload=payload,
+        )
+        if claim and item.id is not None:
+            claimed = work_store.claim_work(
+                session,
+                work_id=item.id,
+                owner=self.leases.owner,
+                at=self.leases.now(),
+                lease=self.leases.terms.lease,
+                due_by=self.deps.clock.now(),
+            )
+            item = claimed or item
+        return item
+
+    def due_work(self, *, limit: int = 100) -> list[int]:
+        """Ids of work rows any worker may claim now: new, due, or left by a dead worker."""
+        with session_scope(self.db) as session:
+            rows = work_store.list_claimable(
+                session, at=self.leases.now(), due_by=self.deps.clock.now(), limit=limit
+            )
+            return [row.id for row in rows if row.id is not None]
+
+    def perform(self, work_id: int, *, on_step: StepCallback | None = None) -> RunOutcome | None:
+        """Claim one work row and do it; None when another worker holds it or it is done."""
+        with session_scope(self.db) as session:
+            item = work_store.claim_work(
+                session,
+                work_id=work_id,
+                owner=self.leases.owner,
+                at=self.leases.now(),
+                lease=self.leases.terms.lease,
+                due_by=self.deps.clock.now(),
+            )
+        if item is None:
+            return None
+        return self._perform_claimed(item, on_step)
+
+    def _perform_claimed(
+        self,
+        item: WorkItem,
+        on_step: StepCallback | None,
+        *,
+        run: Callable[[], RunOutcome] | None = None,
+    ) -> RunOutcome:
+        """Do claimed work (`run`, else what its row says) with its lease kept alive; the row
+        ends done, or failed with the incident when the work raises."""
+        with self.leases.holding():
+            if item.attempts > 1:
+                self._taken_over(item)
+            try:
+                outcome = run() if run is not None else self._do(item, on_step)
+            except Exception as exc:  # boundary: the row and the incident end failed
+                error = f"{type(exc).__name__}: {exc}"
+                self._finish_work(item, error=error)
+                self._fail_quietly(item, error)
+                raise
+            self._finish_work(item, error=None)
+        return outcome
+
+    def _do(self, item: WorkItem, on_step: StepCallback | None) -> RunOutcome:
+        payload = item.payload
+        if item.kind == "triage":
+            loaded = self.catalog.get(str(payload["runbook"]))
+            inputs = dict(payload.get("inputs", {}))
+            requester = str(payload.get("requester", "alertmanager"))
+            return self.start(
+                loaded,
+                inputs=inputs,
+                incident_id=item.incident_id,
+                requester=requester,
+                on_step=on_step,
+                run_id=item.run_id,
+            )
+        return self.continue_run(item.run_id, answer=payload.get("answer"), on_step=on_step)
+
+    def _run_exists(self, run_id: str) -> bool:
+        with session_scope(self.db) as session:
+            return run_store.get_run(session, run_id) is not None
+
+    def _taken_over(self, item: WorkItem) -> None:
+        """Note the takeover on the timeline; a `running` action of the run belongs to the dead
+        worker, so its lease ends now and the act step re-runs it under the same key."""
+        now = self.deps.clock.now()
+        with session_scope(self.db) as session:
+            action_store.expire_leases(session, run_id=item.run_id, at=now)
+            lifecycle.record(
+                session,
+                incident_id=item.incident_id,
+                kind=EventKind.NOTE,
+                at=now,
+                actor=BOT,
+                summary=(
+                    f"Run {item.run_id[:8]} taken over by worker {self.leases.owner} "
+                    f"(attempt {item.attempts} of {self.leases.terms.max_attempts}): "
+                    f"its {item.kind} work was left unfinished by a stopped worker"
+                ),
+                payload={"work": item.key, "attempt": item.attempts, "worker": self.leases.owner},
+                run_id=item.run_id,
+            )
+
+    def _fail_quietly(self, item: WorkItem, error: str) -> None:
+        """The incident of work that raised ends `failed` (a no-op when the run already failed
+        it); a database error here must not hide the original one."""
+        try:
+            self.fail_incident(
+                item.incident_id,
+                f"The {item.kind} of run {item.run_id[:8]} stopped: {error}",
+                run_id=item.run_id,
+            )
+        except StorageError:
+            logger.warning("incident %s not marked failed", item.incident_id, exc_info=True)
+
+    def _finish_work(self, item: WorkItem, *, error: str | None) -> None:
+        assert item.id is not None
+        try:
+            with session_scope(self.db) as session:
+                work_store.finish_work(
+                    session,
+                    work_id=item.id,
+                    owner=self.leases.owner,
+                    at=self.leases.now(),
+                    failed=error is not None,
+                    error=error,
+                )
+        except StorageError:
+            logger.warning("work %s not marked finished; its lease will expire", item.key)
+
+    def give_up_exhausted(self) -> list[int]:
+        """End the work whose workers kept dying (`max_attempts` claims): its run and incident
+        end `failed`, the reason on the timeline. Returns the incident ids."""
+        with session_scope(self.db) as session:
+            rows = work_store.exhausted(
+                session,
+                at=self.leases.now(),
+                due_by=self.deps.clock.now(),
+                max_attempts=self.leases.terms.max_attempts,
+            )
+        failed: list[int] = []
+        for row in rows:
+            reason = (
+                f"Gave up on run {row.run_id[:8]}: its {row.kind} work was started "
+                f"{row.attempts} times and its worker stopped each time (last: {row.owner})"
+            )
+            with session_scope(self.db) as session:
+                if row.id is None or not work_store.give_up(
+                    session, work_id=row.id, at=self.leases.now(), error=reason
+                ):
+                    continue
+                run = run_store.get_run(session, row.run_id)
+                if run is not None and run.status not in FINISHED:
+                    run_store.update_run(
+                        session,
+                        row.run_id,
+                        status="failed",
+                        finished_at=self.deps.clock.now(),
+                        error=reason,
+                    )
+            self.fail_incident(row.incident_id, reason, run_id=row.run_id)
+            failed.append(row.incident_id)
+        return failed
+
+    def fail_incident(
+        self,
+        incident_id: int,
+        reason: str,
+        *,
+        run_id: str | None = None,
+        only_if_idle: bool = False,
+    ) -> bool:
+        """Record `reason` and move the incident to `failed`, unless it is closed already or
+        another run carries it (`only_if_idle`: it has runs; `run_id`: a later run exists)."""
+        now = self.deps.clock.now()
+        with session_scope(self.db) as session:
+            incident = incident_store.get_incident(session, incident_id)
+            if incident is None or incident.state in incident_store.CLOSED:
+                return False
+            latest = run_store.latest_run_for_incident(session, incident_id)
+            busy = (only_if_idle and latest is not None) or (
+                run_id is not None and latest is not None and latest.id != run_id
+            )
+            lifecycle.record(
+                session,
+                incident_id=incident_id,
+                kind=EventKind.STEP_FAILED,
+                at=now,
+                actor=BOT,
+                summary=reason,
+                run_id=run_id,
+            )
+            if busy:
+                return False
+            lifecycle.transition(
+                session, incident, to=IncidentState.FAILED, at=now, actor=BOT, reason=reason
+            )
+        return True
+
+    # -- continue ----------------------------------------------------------------------------
+    def continue_run(
+        self, run_id: str, *, answer: Any = None, on_step: StepCallback | None = None
+    ) -> RunOutcome:
+        """Drive a run on from its last checkpoint: from the start if it never wrote one, with
+        `answer` at a pending interrupt, else on to its end (recording what the timeline lacks).
+        A run already finished is reported as it is."""
+        with session_scope(self.db) as session:
+            run = run_store.get_run(session, run_id)
+            if run is None:
+                raise NotFound(f"unknown run '{run_id}'")
+            status, incident_id, inputs = run.status, run.incident_id, dict(run.inputs)
+            loaded = self.catalog.get(run.runbook)
+        app = self._app(loaded)
+        config = {"configurable": {"thread_id": run_id}}
+        snapshot = app.get_state(config)
+        steps = dict((snapshot.values or {}).get("steps", {}))
+        if status in FINISHED:
+            return self._outcome(loaded, run_id, incident_id, status, steps)
+        if not snapshot.values:
+            state = _initial_state(loaded, run_id, incident_id, inputs)
+            return self._drive(loaded, run_id, incident_id, state, on_step)
+        recorded = self._catch_up(loaded, run_id, incident_id, steps)
+        waiting = [i for task in snapshot.tasks for i in task.interrupts]
+        asks = [i for i in waiting if not _is_timer(i.value)]
+        if asks and answer is None:
+            payload = dict(asks[0].value)
+            self._ensure_approval(incident_id, run_id, payload)
+            return self._outcome(loaded, run_id, incident_id, "awaiting_approval", steps, payload)
+        if waiting and answer is None:  # timers only: due now or scheduled
+            answer = self._timer_answer()
+            due = min(datetime.fromisoformat(str(i.value["due_at"])) for i in waiting)
+            follow = self.inline_timers or self.follow_timers
+            if not follow and due > self.deps.clock.now():
+                self._schedule_timer(run_id, incident_id, due)
+                return self._outcome(loaded, run_id, incident_id, "waiting", steps)
+        if waiting:
+            command = _resume_command(waiting, answer)
+            return self._drive(loaded, run_id, incident_id, command, on_step, recorded)
+        if snapshot.next:
+            return self._drive(loaded, run_id, incident_id, None, on_step, recorded)
+        return self._finished(loaded, run_id, incident_id, steps)
+
+    def _catch_up(
+        self, loaded: LoadedRunbook, run_id: str, incident_id: int, steps: Mapping[str, Any]
+    ) -> set[str]:
+        """Record the checkpointed steps the timeline lacks (the process died between a
+        super-step's checkpoint and its records, or in a super-step whose finished steps'
+        writes were saved); returns the checkpointed step ids, all recorded now, which the
+        stream skips when it replays those writes."""
+        with session_scope(self.db) as session:
+            events = incident_store.list_events(session, incident_id)
+            recorded = {  # a step's outcome; asking for an approval is not its outcome
+                e.step_id
+                for e in events
+                if e.run_id == run_id and e.step_id and e.kind != EventKind.APPROVAL_REQUESTED
+            }
+        now = self.deps.clock.now()
+        missing = [
+            StepDone(incident_id, run_id, loaded, step_id, output, now)
+            for step_id, output in steps.items()
+            if step_id not in recorded
+        ]
+        self._record(missing, None)
+        return set(steps)
+
+    def _ensure_approval(self, incident_id: int, run_id: str, payload: Mapping[str, Any]) -> None:
+        with session_scope(self.db) as session:
+            step_id = str(payload.get("step_id"))
+            found = approval_store.get_approval_for_step(session, run_id=run_id, step_id=step_id)
+        if found is None:
+            self._record([], None, approval=(incident_id, run_id, payload))
 
     def _check_limits(self, proposals: Sequence[Mapping[str, Any]]) -> None:
         """Blast-radius limits over the whole cluster; a dry run changes nothing, so it passes."""
@@ -238,8 +638,64 @@ class RunEngine:
         incident_id: int,
         graph_input: Any,
         on_step: StepCallback | None,
+        recorded: set[str] | None = None,
     ) -> RunOutcome:
-        """Stream the graph, recording each super-step's steps in one transaction when it ends.
+        """Stream the graph until it ends, waits for approval, or waits for a timer.
+
+        On simulated time a timer passes at once (the clock's sleep advances it) and the run
+        goes on; so it does on wall-clock time when `follow_timers` (the thread sleeps until
+        it is due). Otherwise it becomes a `timer` work row due when the verification polls
+        next, and the run stops here (status `waiting`) without holding a thread.
+        """
+        seen = set(recorded or ())  # steps on the timeline already: never recorded twice
+        while True:
+            interrupts = self._stream(loaded, run_id, incident_id, graph_input, on_step, seen)
+            config = {"configurable": {"thread_id": run_id}}
+            steps = dict(self._app(loaded).get_state(config).values.get("steps", {}))
+            asks = [i for i in interrupts if not _is_timer(i.value)]
+            if asks:
+                approval = dict(asks[0].value)
+                return self._outcome(
+                    loaded, run_id, incident_id, "awaiting_approval", steps, approval
+                )
+            if not interrupts:
+                return self._finished(loaded, run_id, incident_id, steps)
+            due = min(datetime.fromisoformat(str(i.value["due_at"])) for i in interrupts)
+            if not (self.inline_timers or self.follow_timers):
+                self._schedule_timer(run_id, incident_id, due)
+                return self._outcome(loaded, run_id, incident_id, "waiting", steps)
+            wait = (due - self.deps.clock.now()).total_seconds()
+            if wait > 0:
+                self.deps.clock.sleep(wait)
+            graph_input = _resume_command(interrupts, self._timer_answer())
+
+    def _timer_answer(self) -> dict[str, Any]:
+        return {"kind": "timer", "at": self.deps.clock.now().isoformat()}
+
+    def _schedule_timer(self, run_id: str, incident_id: int, due: datetime) -> None:
+        """The durable timer: a `timer` work row due at `due` that resumes the run."""
+        with session_scope(self.db) as session:
+            self.record_work(
+                session,
+                kind="timer",
+                key=f"timer:{run_id}:{due.isoformat()}",
+                incident_id=incident_id,
+                run_id=run_id,
+                payload={"answer": {"kind": "timer", "due_at": due.isoformat()}},
+                due_at=due,
+            )
+
+    def _stream(
+        self,
+        loaded: LoadedRunbook,
+        run_id: str,
+        incident_id: int,
+        graph_input: Any,
+        on_step: StepCallback | None,
+        seen: set[str],
+    ) -> list[Interrupt]:
+        """Stream the graph, recording each super-step's steps in one transaction when it ends;
+        returns the interrupts it stopped at (none: the graph ended).
 
         "updates" chunks bring the steps as they complete; a "values" chunk follows each
         super-step. The approval is recorded only after the stream has stopped, when its
@@ -247,7 +703,7 @@ class RunEngine:
         """
         app = self._app(loaded)
         config = {"configurable": {"thread_id": run_id}}
-        approval: dict[str, Any] | None = None
+        interrupts: list[Interrupt] = []
         pending: list[StepDone] = []  # completed in the current super-step, not yet recorded
         try:
             for mode, chunk in app.stream(
@@ -263,15 +719,18 @@ class RunEngine:
                     continue
                 for node, value in chunk.items():
                     if node == "__interrupt__":
-                        approval = dict(value[0].value)
+                        interrupts.extend(value)
                         continue
                     at = self.deps.clock.now()
-                    pending.extend(
-                        StepDone(incident_id, run_id, loaded, step_id, output, at)
-                        for step_id, output in (value or {}).get("steps", {}).items()
-                    )
+                    for step_id, output in (value or {}).get("steps", {}).items():
+                        if step_id not in seen:  # a resumed super-step replays saved writes
+                            seen.add(step_id)
+                            pending.append(
+                                StepDone(incident_id, run_id, loaded, step_id, output, at)
+                            )
             done, pending = pending, []
-            requested = (incident_id, run_id, approval) if approval else None
+            asks = [i for i in interrupts if not _is_timer(i.value)]
+            requested = (incident_id, run_id, dict(asks[0].value)) if asks else None
             self._record(done, on_step, approval=requested)
         except Exception as exc:  # boundary: record, then re-raise
             ref = uuid.uuid4().hex[:6]
@@ -282,19 +741,39 @@ class RunEngine:
                 for step in pending:
                     recorder.step(step)
                 recorder.run_failed(incident_id, run_id, exc, ref)
+            self.fail_incident(
+                incident_id,
+                f"Run of '{loaded.name}' failed ({type(exc).__name__}, ref {ref}); "
+                "see the bot's log",
+                run_id=run_id,
+            )
             raise
-        steps = dict(app.get_state(config).values.get("steps", {}))
-        status = "awaiting_approval" if approval else self._final_status(steps)
-        if not approval:
-            with recording(self.db, self.deps.clock) as recorder:
-                recorder.run_finished(incident_id, run_id, loaded, steps, status)
+        return interrupts
+
+    def _finished(
+        self, loaded: LoadedRunbook, run_id: str, incident_id: int, steps: Mapping[str, Any]
+    ) -> RunOutcome:
+        status = self._final_status(steps)
+        with recording(self.db, self.deps.clock) as recorder:
+            recorder.run_finished(incident_id, run_id, loaded, steps, status)
+        return self._outcome(loaded, run_id, incident_id, status, steps)
+
+    @staticmethod
+    def _outcome(
+        loaded: LoadedRunbook,
+        run_id: str,
+        incident_id: int,
+        status: str,
+        steps: Mapping[str, Any],
+        approval: Mapping[str, Any] | None = None,
+    ) -> RunOutcome:
         return RunOutcome(
             run_id=run_id,
             incident=f"INC-{incident_id}",
             runbook=loaded.name,
             status=status,
-            steps=steps,
-            approval=approval,
+            steps=dict(steps),
+            approval=dict(approval) if approval is not None else None,
         )
 
     def _record(
@@ -324,6 +803,35 @@ class RunEngine:
         if any(d in ("rejected", "expired") for d in decisions):
             return "rejected"
         return "completed"
+
+
+def _is_timer(value: Any) -> bool:
+    """A verification's wait for its next poll (steps/remediate.py), not a question to people."""
+    return isinstance(value, Mapping) and value.get("kind") == "timer"
+
+
+def _resume_command(waiting: Sequence[Interrupt], answer: Any) -> Command[Any]:
+    """Resume the interrupts `answer` is for: the timers with a timer answer, else the approval
+    (by interrupt id when several are pending, e.g. parallel verifications)."""
+    if len(waiting) == 1:
+        return Command(resume=answer)
+    timer = _is_timer(answer)
+    return Command(resume={i.id: answer for i in waiting if _is_timer(i.value) == timer})
+
+
+def _initial_state(
+    loaded: LoadedRunbook, run_id: str, incident_id: int, inputs: Mapping[str, Any]
+) -> RunState:
+    """A run's graph input; `inputs` are the resolved inputs with the requester."""
+    name = loaded.runbook.target_input
+    return {
+        "run_id": run_id,
+        "runbook": loaded.name,
+        "incident": f"INC-{incident_id}",
+        "inputs": dict(inputs),
+        "target": str(inputs.get(name, "")) if name else "",
+        "steps": {},
+    }
 
 
 def _decided_state(decision: str, *, expired: bool) -> str:

@@ -210,6 +210,53 @@ def transition(
     return incident
 
 
+def resolve_as_reported(
+    session: Session,
+    incident: Incident,
+    *,
+    at: datetime,
+    reported_at: datetime,
+    actor: str,
+    reason: str,
+) -> Incident:
+    """Resolve the incident on an outside report (an alert's resolution) received at `at`.
+
+    `resolved_at` is `at`, unless that is earlier than a timestamp it must follow (`fired_at`,
+    `detected_at`, `mitigated_at`; e.g. a mitigation stamped by a clock ahead of ours): then it
+    is that latest timestamp, so MTTR never undercuts MTTM, and a note records both times.
+    The report is never refused: a refusal would be retried by the sender forever.
+    """
+    at = _aware(at, "at")
+    stamps = {
+        "fired_at": incident.fired_at,
+        "detected_at": incident.detected_at,
+        "mitigated_at": incident.mitigated_at,
+    }
+    name, latest = max(
+        ((k, v) for k, v in stamps.items() if v is not None), key=lambda kv: kv[1], default=("", at)
+    )
+    if latest > at:
+        record(
+            session,
+            incident_id=_id(incident),
+            kind=EventKind.NOTE,
+            at=latest,
+            actor=actor,
+            summary=f"{reason} at {reported_at:%Y-%m-%d %H:%M:%S} UTC, before the incident's "
+            f"{name} ({latest:%Y-%m-%d %H:%M:%S} UTC); resolved at its {name}",
+            payload={
+                "reported_at": reported_at.isoformat(),
+                "received_at": at.isoformat(),
+                "resolved_at": latest.isoformat(),
+                "conflicts_with": name,
+            },
+        )
+        at = latest
+    return transition(
+        session, incident, to=IncidentState.RESOLVED, at=at, actor=actor, reason=reason
+    )
+
+
 def _record_resolved(
     session: Session, incident: Incident, *, at: datetime, actor: str, reason: str | None
 ) -> None:

@@ -8,6 +8,10 @@
   action failed, or verification failed, and people take over the investigation.
 - Any state may move to `resolved`; `resolved -> triaging` reopens the incident.
 - Staying in the same state is not a transition (`lifecycle.transition` treats it as a no-op).
+- Any unresolved state may move to `failed`: its run could not start (an unknown node, invalid
+  inputs) or ended without a result (it crashed, or was taken over too often). The reason is on
+  the timeline. A failed incident frees its (runbook, target) group key, so the next alert
+  opens a fresh incident; from `failed` it may be resolved or taken back into `triaging`.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ class IncidentState(StrEnum):
     MITIGATING = "mitigating"
     MONITORING = "monitoring"
     RESOLVED = "resolved"
+    FAILED = "failed"
 
     @property
     def is_open(self) -> bool:
@@ -52,6 +57,10 @@ def is_allowed(src: IncidentState, dst: IncidentState) -> bool:
     """Whether an incident may move from `src` to `dst` (see the module docstring)."""
     if src is dst:
         return False
+    if dst is IncidentState.FAILED:
+        return src is not IncidentState.RESOLVED
+    if src is IncidentState.FAILED:
+        return dst in (IncidentState.RESOLVED, IncidentState.TRIAGING)
     if dst is IncidentState.RESOLVED or dst is IncidentState.TRIAGING:
         return True  # resolve from anywhere; fall back to (or reopen into) triaging
     if src is IncidentState.RESOLVED:

@@ -25,6 +25,11 @@ _WINDOW = re.compile(r"^(\d{1,4})([mhdw])$")
 _UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 MAX_WINDOW = timedelta(days=366)
 DEFAULT_WINDOW = "7d"
+MAX_COMMAND_CHARS = 4096
+"""Longest `/gpu` command text (and longest CLI KEY=VALUE input); node ranges such as
+`gpu-node-[000-511]` name many nodes in a few characters."""
+MAX_INPUTS = 32
+"""Most key=value inputs one command may give a runbook."""
 
 
 @dataclass(frozen=True)
@@ -133,6 +138,11 @@ VERBS = (
 
 def parse_command(text: str, *, runbooks: Sequence[RunbookSyntax] = ()) -> Command:
     """Parse the text after `/gpu`. Empty text means help."""
+    if len(text) > MAX_COMMAND_CHARS:
+        raise UserInputError(
+            f"the command has {len(text)} characters; at most {MAX_COMMAND_CHARS} "
+            "(use node ranges such as gpu-node-[000-511] for many nodes)"
+        )
     words = _split(text)
     if not words:
         return Help()
@@ -209,6 +219,9 @@ def parse_window(text: str) -> timedelta:
 
 def parse_pairs(pairs: Iterable[str], *, where: str = "input") -> dict[str, str]:
     """`key=value` words -> a dict. Malformed pairs, bad keys and repeated keys are refused."""
+    pairs = list(pairs)
+    if len(pairs) > MAX_INPUTS:
+        raise UserInputError(f"{len(pairs)} {where}s given; at most {MAX_INPUTS}")
     inputs: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")

@@ -122,13 +122,8 @@ def resolve_alert(
     if incident.state != IncidentState.RESOLVED and not alert_store.has_firing_alerts(
         session, incident.id
     ):
-        lifecycle.transition(
-            session,
-            incident,
-            to=IncidentState.RESOLVED,
-            at=at,
-            actor=ALERTMANAGER,
-            reason="alert resolved",
+        lifecycle.resolve_as_reported(
+            session, incident, at=at, reported_at=ended, actor=ALERTMANAGER, reason="alert resolved"
         )
         resolved = True
     return Received(

@@ -45,15 +45,24 @@ def route_alert(alert: Alert, routes: Mapping[str, AlertRoute]) -> Route | Unrou
     found = routes.get(alert.alertname)
     if found is None:
         return Unroutable(f"no runbook is triggered by alert '{alert.alertname}'")
-    target = alert.labels.get(found.target_label, "")
+    target = target_of(alert.alertname, alert.labels, found)
+    if isinstance(target, Unroutable):
+        return target
+    return Route(found.runbook, target, found.target_kind, found.target_input, found.storm_runbook)
+
+
+def target_of(alertname: str, labels: Mapping[str, str], route: AlertRoute) -> str | Unroutable:
+    """The target an alert's labels name under `route` (a valid node name for node runbooks),
+    or why there is none. Storm detection counts only alerts that have one."""
+    target = labels.get(route.target_label, "")
     if not target:
         return Unroutable(
-            f"alert '{alert.alertname}' has no '{found.target_label}' label "
-            f"(runbook {found.runbook} needs it)"
+            f"alert '{alertname}' has no '{route.target_label}' label "
+            f"(runbook {route.runbook} needs it)"
         )
-    if found.target_kind == "node":
+    if route.target_kind == "node":
         try:
             check_node_name(target)
         except InvalidName as exc:
-            return Unroutable(f"alert '{alert.alertname}': label '{found.target_label}': {exc}")
-    return Route(found.runbook, target, found.target_kind, found.target_input, found.storm_runbook)
+            return Unroutable(f"alert '{alertname}': label '{route.target_label}': {exc}")
+    return target

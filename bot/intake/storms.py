@@ -19,10 +19,12 @@ from bot.config import IntakeSettings
 from bot.incidents import lifecycle
 from bot.incidents.timeline import ALERTMANAGER, EventKind
 from bot.intake.alerts import Alert
-from bot.intake.routing import AlertRoute, Route
+from bot.intake.routing import AlertRoute, Route, target_of
+from integrations.errors import InvalidName
+from integrations.names import MAX_NODES, check_node_name
 from storage import alerts as alert_store
 from storage import incidents as incident_store
-from storage.tables import Incident
+from storage.tables import Incident, ReceivedAlert
 
 FLEET = "fleet"
 STORM_KIND = "storm"
@@ -95,11 +97,22 @@ def storm_inputs(members: Sequence[str], runbook_inputs: Iterable[str]) -> dict[
     """Run inputs for a storm's one run: the members as the runbook's `nodes` input.
 
     None when the runbook takes no `nodes` input: it cannot correlate a node set, so no run is
-    started and the members are listed on the parent incident's timeline instead.
+    started and the members are listed on the parent incident's timeline instead. A member that
+    is not a valid node name is left out rather than failing the run for all the others, and
+    the run covers at most `MAX_NODES` members (the first by name; the timeline lists them all).
     """
     if "nodes" not in set(runbook_inputs):
         return None
-    return {"nodes": ",".join(sorted(set(members)))}
+    valid = sorted({m for m in members if _is_node_name(m)})
+    return {"nodes": ",".join(valid[:MAX_NODES])}
+
+
+def _is_node_name(name: str) -> bool:
+    try:
+        check_node_name(name)
+    except InvalidName:
+        return False
+    return True
 
 
 _SEVERITY_RANK = {"critical": 3, "error": 2, "warning": 1, "info": 0}
@@ -141,16 +154,8 @@ def find_storm_parent(
             session, parent, runbook=key.runbook, batch=batch, at=at, note=f"added to {parent.ref}"
         )
         return StormParent(parent, opened=False, members=batch_targets)
-    route = routes[key.alertname]
-    recent = [
-        row
-        for row in alert_store.recent_firing(
-            session, alertname=key.alertname, since=at - policy.window
-        )
-        if row.labels.get(route.target_label)
-        and storm_domain(row.labels, policy.domain_labels) == key.domain
-    ]
-    recent_targets = {row.labels[route.target_label] for row in recent}
+    recent = _recent_members(session, key, route=routes[key.alertname], policy=policy, at=at)
+    recent_targets = {target for _, target in recent}
     if not is_storm(policy=policy, new_targets=batch_targets, recent_targets=recent_targets):
         return None
     members = tuple(sorted(set(batch_targets) | recent_targets))
@@ -161,16 +166,31 @@ def find_storm_parent(
         target_kind=STORM_KIND,
         severity=worst_severity(f.alert.labels.get("severity", "warning") for f in batch),
         title=key.title(len(members)),
-        fired_at=min([f.alert.startsAt for f in batch] + [row.starts_at for row in recent]),
+        fired_at=min([f.alert.startsAt for f in batch] + [row.starts_at for row, _ in recent]),
         detected_at=at,
         actor=ALERTMANAGER,
     )
     _attach(session, parent, runbook=key.runbook, batch=batch, at=at, note=None)
     _record_members(session, parent, key=key, members=members, at=at)
     _link_earlier_incidents(
-        session, parent, incident_ids={row.incident_id for row in recent}, at=at
+        session, parent, incident_ids={row.incident_id for row, _ in recent}, at=at
     )
     return StormParent(parent, opened=opened, members=members)
+
+
+def _recent_members(
+    session: Session, key: StormKey, *, route: AlertRoute, policy: StormPolicy, at: datetime
+) -> list[tuple[ReceivedAlert, str]]:
+    """Firing alerts of the storm's name and domain in the window, with their targets. An
+    alert that could not be routed (no target label, an invalid node name) never counts: it
+    would tip the threshold and then fail the storm run's `nodes` input for every member."""
+    members: list[tuple[ReceivedAlert, str]] = []
+    since = at - policy.window
+    for row in alert_store.recent_firing(session, alertname=key.alertname, since=since):
+        target = target_of(key.alertname, row.labels, route)
+        if isinstance(target, str) and storm_domain(row.labels, policy.domain_labels) == key.domain:
+            members.append((row, target))
+    return members
 
 
 def _attach(

@@ -2,8 +2,9 @@
 Socket Mode, with one error handler.
 
 Tokens and the signing secret come from `SlackSettings` (SecretStr, read here once, never logged).
-Every HTTP request is verified against the signing secret (bolt's RequestVerification: a bad
-signature or a timestamp older than five minutes gets 401). Listeners acknowledge at once and
+Every HTTP request is verified against the signing secret before bolt sees it (`verifying.py`: a
+bad or malformed signature or timestamp, or one older than five minutes, gets 401), and the error
+handler replies only to requests that passed verification. Listeners acknowledge at once and
 run on bolt's executor (`process_before_response=False`: a long-running server, not a FaaS);
 bolt's lazy listeners are not used because they only log their exceptions, which would bypass
 the one error handler below.
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import SecretStr
-from slack_bolt import App, BoltContext, Respond
+from slack_bolt import App, BoltContext, BoltResponse, Respond
 from slack_bolt.adapter.socket_mode import SocketModeHandler
 from slack_bolt.adapter.wsgi import SlackRequestHandler
 from slack_bolt.error import BoltError
@@ -29,11 +30,12 @@ from bot.config import Settings
 from bot.errors import UserInputError
 from bot.slack.approving import Approvals
 from bot.slack.deps import SlackDeps
-from bot.slack.failures import report_failure
+from bot.slack.failures import report_failure, trusted_reply
 from bot.slack.listeners import register
 from bot.slack.replying import Replies
 from bot.slack.triaging import LiveTriage, TriageMessages
 from bot.slack.usergroups import UserGroups
+from bot.slack.verifying import TRUSTED, SignedOnly, WSGIApp
 from bot.slack.workers import TrackedExecutor, wait_idle
 from bot.wiring import Runtime
 
@@ -51,10 +53,13 @@ class SlackBot:
     deps: SlackDeps
     messages: TriageMessages
     listeners: TrackedExecutor
+    signing_secret: str = ""
 
-    def wsgi_app(self) -> SlackRequestHandler:
-        """The WSGI app for `POST /slack/events` (mount it at EVENTS_PATH)."""
-        return SlackRequestHandler(self.app, path=EVENTS_PATH)
+    def wsgi_app(self) -> WSGIApp:
+        """The WSGI app for `POST /slack/events` (mount it at EVENTS_PATH): only requests
+        signed by Slack reach bolt; the rest get 401 and cause nothing."""
+        handler = SlackRequestHandler(self.app, path=EVENTS_PATH)
+        return SignedOnly(handler, secret=self.signing_secret)
 
     def socket_mode(self) -> SocketMode:
         """A Socket Mode connection (no public ingress): `.connect()`, later `.close()`."""
@@ -138,7 +143,13 @@ def make_slack_bot(
     messages = TriageMessages(deps)
     listeners = TrackedExecutor(workers=LISTENER_THREADS, name="slack-listener")
     app = build_app(deps, messages=messages, signing_secret=signing_secret, executor=listeners)
-    return SlackBot(app=app, deps=deps, messages=messages, listeners=listeners)
+    return SlackBot(
+        app=app,
+        deps=deps,
+        messages=messages,
+        listeners=listeners,
+        signing_secret=signing_secret,
+    )
 
 
 def build_app(
@@ -170,12 +181,22 @@ def build_app(
             "network and GPU_ONCALL_SLACK__API_URL"
         ) from exc
     replies, approvals = Replies(deps, messages), Approvals(deps, messages)
+
+    @app.middleware
+    def mark_trusted(context: BoltContext, next: Callable[[], BoltResponse]) -> BoltResponse:
+        # Global middleware runs after bolt's built-in ones: reaching here means the request
+        # passed RequestVerification (HTTP) or came over the app-token socket (Socket Mode).
+        context[TRUSTED] = True
+        return next()
+
     register(app, deps=deps, replies=replies, approvals=approvals)
 
     @app.error
     def on_error(error: Exception, respond: Respond, context: BoltContext) -> None:
-        reply = respond if respond is not None and respond.response_url else None
+        # An error before verification (a malformed header) must not reply to the
+        # request's own response_url: that URL is whatever an unauthenticated caller wrote.
         incident_id: Any = context.get("incident_id") if context is not None else None
+        reply = trusted_reply(respond, context)
         report_failure(error, reply=reply, rt=deps.rt, incident_id=incident_id)
 
     return app

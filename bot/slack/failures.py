@@ -3,7 +3,9 @@ ephemeral message; anything else becomes "Unexpected error (ref abc123)", a logg
 and, when an incident is involved, a timeline note carrying the same ref.
 
 Bolt's `@app.error` and the run pool's job wrapper both end here, so a failure reads the same
-whether it happened while acknowledging a click or half-way through a run.
+whether it happened while acknowledging a click or half-way through a run. Replies go only to
+requests that passed verification (`trusted_reply`): an unverified request's `response_url` is
+whatever its sender wrote, and the bot must not post to it.
 """
 
 from __future__ import annotations
@@ -11,12 +13,14 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 from bot.errors import OncallError
 from bot.incidents import lifecycle
 from bot.incidents.timeline import BOT, EventKind
 from bot.slack import messages
 from bot.slack.deps import Reply
+from bot.slack.verifying import TRUSTED
 from bot.wiring import Runtime
 from integrations.errors import IntegrationError
 from storage.db import session_scope
@@ -44,6 +48,17 @@ def report_failure(
         text = messages.unexpected_error(ref, on_timeline=noted)
     if reply is not None:
         reply(text=text, response_type="ephemeral", replace_original=False)
+
+
+def trusted_reply(respond: Any, context: Any) -> Reply | None:
+    """Bolt's `respond` for this request, or None unless the request passed verification
+    (`TRUSTED` in its context) and carries a response_url."""
+    if context is None or context.get(TRUSTED) is not True:
+        return None
+    if respond is None or not getattr(respond, "response_url", None):
+        return None
+    reply: Reply = respond
+    return reply
 
 
 def guarded(

@@ -20,7 +20,7 @@ from bot.slack import messages
 from bot.slack.approving import Approvals, ButtonValue, parse_button_value
 from bot.slack.blocks import ACTION_IDS
 from bot.slack.deps import SlackDeps
-from bot.slack.failures import guarded, report_failure
+from bot.slack.failures import guarded, report_failure, trusted_reply
 from bot.slack.replying import Replies
 from storage.incidents import parse_incident_ref
 
@@ -90,7 +90,7 @@ def reported(respond: Respond | None, context: BoltContext, deps: SlackDeps) -> 
     try:
         yield
     except Exception as exc:  # noqa: BLE001  (boundary: the same report as bolt's @app.error)
-        reply = respond if respond is not None and respond.response_url else None
+        reply = trusted_reply(respond, context)
         incident_id: Any = context.get("incident_id")
         report_failure(exc, reply=reply, rt=deps.rt, incident_id=incident_id)
 

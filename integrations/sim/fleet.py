@@ -17,11 +17,22 @@ from typing import Any
 
 from integrations.cluster import ClusterEvent, DrainReport, Outcome
 from integrations.errors import NodeNotFound, PodNotFound, ScenarioError
-from integrations.names import check_node_name
+from integrations.names import check_namespace, check_node_name, check_pod_name
 from integrations.sim.fault_base import ActiveFault, Impact
 from integrations.sim.faults import FAULT_KINDS
 from integrations.sim.job_logs import workload_lines
 from integrations.sim.logs import boot_lines, pod_lines, render_kernel_line
+from integrations.sim.marking import (
+    SimBudget,
+    budget_fields,
+    budget_refusal,
+    node_labels,
+    remove_taint,
+    set_annotations,
+    set_labels,
+    set_taint,
+    skip_reason,
+)
 from integrations.sim.metrics import EntityKey, MetricDef
 from integrations.sim.placing import active_faults, fault_targets
 from integrations.sim.pods import SimPod, exporter_pod, worker_pod
@@ -65,6 +76,7 @@ class Fleet:
         self.state = {name: NodeState() for name in self.nodes}
         self.pods: dict[tuple[str, str], SimPod] = {}
         self.faults: list[ActiveFault] = []
+        self.budgets: list[SimBudget] = []
         self.cordon_calls: Counter[str] = Counter()
         self.uncordon_calls: Counter[str] = Counter()
         self.drain_calls: Counter[str] = Counter()
@@ -228,6 +240,51 @@ class Fleet:
             t = self._write("drain", node, grace_s=grace.total_seconds())
             return self._drain(t, node=node, grace=grace)
 
+    def taint(self, node: str, *, key: str, value: str = "", effect: str = "NoSchedule") -> Outcome:
+        with self._lock:
+            self._write("taint", node, key=key, value=value, effect=effect)
+            return set_taint(self.state[node], key=key, value=value, effect=effect)
+
+    def untaint(self, node: str, *, key: str, effect: str = "NoSchedule") -> Outcome:
+        with self._lock:
+            self._write("untaint", node, key=key, effect=effect)
+            return remove_taint(self.state[node], key=key, effect=effect)
+
+    def annotate(self, node: str, values: Mapping[str, str | None]) -> Outcome:
+        with self._lock:
+            self._write("annotate", node, values=dict(values))
+            return set_annotations(self.state[node], values)
+
+    def label(self, node: str, values: Mapping[str, str | None]) -> Outcome:
+        with self._lock:
+            self._write("label", node, values=dict(values))
+            return set_labels(self.state[node], values, current=self.node_labels(node))
+
+    def node_labels(self, node: str) -> dict[str, str]:
+        spec = self.node(node)
+        return node_labels(
+            spec,
+            self.state[spec.name],
+            gpu_model=self.scenario.fleet.gpu_model,
+            driver_version=self.driver_version(node),
+        )
+
+    def delete_pod(self, pod: str, namespace: str, *, grace: timedelta) -> Outcome:
+        """Delete a pod: it stops now and its controller's replacement waits Pending (a pod
+        that is gone or not running anywhere is ALREADY_DONE)."""
+        check_pod_name(pod)
+        check_namespace(namespace)
+        with self._lock:
+            seconds = grace.total_seconds()
+            t = self._write("delete_pod", None, pod=pod, namespace=namespace, grace_s=seconds)
+            return self._delete_pod(t, pod=pod, namespace=namespace, grace=grace)
+
+    def add_budget(self, budget: SimBudget) -> None:
+        """A PodDisruptionBudget that drains honour from now on."""
+        with self._lock:
+            self._write("budget", None, budget=budget_fields(budget))
+            self.budgets.append(budget)
+
     def repair(self, node: str) -> int:
         """End every active fault on the node now (a part swapped, a cable reseated, a
         reboot). Returns how many faults ended. Persistent hardware flags keep their value."""
@@ -287,6 +344,21 @@ class Fleet:
             self._repair(t, node=node)
         elif verb == "inject":
             self._place(FaultSpec.model_validate(entry["fault"]), origin=t)
+        elif verb == "taint":
+            set_taint(
+                self.state[node], key=entry["key"], value=entry["value"], effect=entry["effect"]
+            )
+        elif verb == "untaint":
+            remove_taint(self.state[node], key=entry["key"], effect=entry["effect"])
+        elif verb == "annotate":
+            set_annotations(self.state[node], entry["values"])
+        elif verb == "label":
+            set_labels(self.state[node], entry["values"], current=self.node_labels(node))
+        elif verb == "delete_pod":
+            grace = timedelta(seconds=float(entry.get("grace_s", 0)))
+            self._delete_pod(t, pod=entry["pod"], namespace=entry["namespace"], grace=grace)
+        elif verb == "budget":
+            self.budgets.append(SimBudget(**entry["budget"]))
         else:
             raise ScenarioError(f"simulated fleet state: unknown write '{verb}'")
 
@@ -299,10 +371,15 @@ class Fleet:
         with self._lock:
             self.drain_calls[node] += 1
             changed = self._set_cordon(node, on=True, t=t) is Outcome.CHANGED
-            evicted, skipped = [], []
+            evicted: list[str] = []
+            skipped: list[str] = []
+            blocked: list[str] = []
+            reasons: dict[str, str] = {}
             for pod in self.pods_on(node):
-                if pod.daemonset:
-                    skipped.append(pod.name)
+                why = skip_reason(pod) or budget_refusal(pod, self.pods.values(), self.budgets)
+                if why:
+                    (blocked if why.startswith("Cannot evict") else skipped).append(pod.name)
+                    reasons[f"{pod.namespace}/{pod.name}"] = why
                     continue
                 self._evict(pod, node=node, t=t, grace=grace)
                 evicted.append(pod.name)
@@ -313,7 +390,13 @@ class Fleet:
                     if FAULT_KINDS[fault.kind].ends_on_drain:
                         fault.window.close(t)
             outcome = Outcome.CHANGED if changed or evicted else Outcome.ALREADY_DONE
-            return DrainReport(outcome=outcome, evicted=tuple(evicted), skipped=tuple(skipped))
+            return DrainReport(
+                outcome=outcome,
+                evicted=tuple(evicted),
+                skipped=tuple(skipped),
+                blocked=tuple(blocked),
+                reasons=reasons,
+            )
 
     def _repair(self, t: float, *, node: str) -> int:
         with self._lock:
@@ -336,6 +419,17 @@ class Fleet:
             reason=reason,
             message=f"Node {node} status is now: {reason}",
         )
+        return Outcome.CHANGED
+
+    def _delete_pod(self, t: float, *, pod: str, namespace: str, grace: timedelta) -> Outcome:
+        live = self.pods.get((namespace, pod))
+        if live is None or live.node is None:
+            return Outcome.ALREADY_DONE
+        node = live.node
+        live.node, live.phase, live.stopped_at = None, "Pending", t
+        self.running.placement_changed()
+        message = f"Stopping container {live.container} (grace period {grace.total_seconds():.0f}s)"
+        self._event(node, t, kind="Pod", name=live.name, reason="Killing", message=message)
         return Outcome.CHANGED
 
     def _evict(self, pod: SimPod, *, node: str, t: float, grace: timedelta) -> None:

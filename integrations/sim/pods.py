@@ -38,6 +38,10 @@ class SimPod:
     terminations: list[tuple[float, str, int]] = field(default_factory=list)
     """(fleet time, reason, restarts) of each container termination a fault caused."""
     container: str = "main"
+    owner_kind: str | None = None
+    """Kind of the controller owner a real cluster shows: DaemonSet, Job or ReplicaSet."""
+    mirror: bool = False
+    """A static pod's mirror (the kubelet owns it; a drain leaves it alone)."""
 
     def __post_init__(self) -> None:
         if self.home is None:
@@ -61,6 +65,8 @@ class SimPod:
             restarts=self.restarts,
             last_terminated_reason=self.last_terminated_reason,
             gpus=self.gpus,
+            owner_kind=self.owner_kind,
+            mirror=self.mirror,
         )
 
 
@@ -90,6 +96,7 @@ def worker_pod(
         gpus=gpus,
         pid=_pid(seed, workload, rank),
         container="vllm" if kind == "inference" else "trainer",
+        owner_kind="ReplicaSet" if kind == "inference" else "Job",
     )
 
 
@@ -108,4 +115,5 @@ def exporter_pod(*, seed: str, node: str) -> SimPod:
         daemonset=True,
         pid=_pid(seed, "dcgm-exporter", node),
         container=EXPORTER_DAEMONSET,
+        owner_kind="DaemonSet",
     )

@@ -23,7 +23,7 @@ from bot.wiring import load_catalogs
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 RULES = DEPLOY / "prometheus" / "gpu-oncall-rules.yaml"
 UNIT_TESTS = sorted((DEPLOY / "prometheus" / "tests").glob("*.yaml"))
-MANIFEST = DEPLOY / "kubernetes" / "prometheusrule.yaml"
+MANIFEST = DEPLOY / "kubernetes" / "base" / "prometheusrule.yaml"
 ALERTMANAGER = DEPLOY / "alertmanager" / "alertmanager.yml"
 
 

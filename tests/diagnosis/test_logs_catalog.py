@@ -205,3 +205,15 @@ def test_missing_file_is_a_user_input_error(tmp_path: Path) -> None:
     with pytest.raises(UserInputError) as err:
         load_log_catalog(path)
     assert str(err.value).startswith(f"{path}: cannot read: ")
+
+
+def test_an_xid_row_citing_an_unknown_source_names_the_row() -> None:
+    message = load_changed(lambda r: r["xids"][79].update(sources=["hearsay"]))
+    assert message == (
+        f"{FILE}: xids.79: unknown source 'hearsay' (sources: domain_md, nvsentinel_csv)"
+    )
+
+
+def test_an_xid_row_with_a_bad_checked_date_names_the_field() -> None:
+    message = load_changed(lambda r: r["xids"][79].update(checked="last week"))
+    assert message.startswith(f"{FILE}: xids.79.checked: ")

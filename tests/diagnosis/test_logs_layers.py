@@ -343,3 +343,62 @@ def test_a_10_mb_log_finds_the_one_xid_line() -> None:
     assert sum(len(line) + 1 for line in lines) > 10_000_000
     assert (found.layer, found.xids) == ("gpu_hardware", (48,))
     assert found.decided_by is not None and found.decided_by.line_no == 123_458
+
+
+# --- XID chains, NVLink5 Fatal/Nonfatal, consequences of a lost GPU (issue 14) -------------------
+
+
+def test_a_chain_line_alone_is_attributed_to_the_earlier_xid() -> None:
+    # The Xid 149 line scrolled out of the pasted log; the Xid 45 chain still names it.
+    found = classify(
+        "NVRM: Xid (PCI:0000:1b:00): 45, pid=5120, name=python, Ch 00000010, "
+        "caused by previous Xid 149"
+    )
+    assert (found.layer, found.xids) == ("fabric", (45, 149))
+    assert found.decided_by is not None and found.decided_by.caused_by == 149
+    assert "caused by previous Xid 149 (NVLINK_NETIR_ERROR)" in found.decided_by.meaning
+
+
+def test_a_nonfatal_nvlink5_xid_is_a_warning_and_a_fatal_one_critical() -> None:
+    nonfatal = classify("NVRM: Xid (PCI:0000:1c:00): 145, RLW_REMAP Nonfatal XC0 i0 Link 04")
+    fatal = classify("NVRM: Xid (PCI:0000:1c:00): 145, RLW_REMAP Fatal XC0 i0 Link 04")
+    assert [m.severity for m in nonfatal.matches] == ["warning"]
+    assert [m.severity for m in fatal.matches] == ["critical"]
+    assert nonfatal.layer == fatal.layer == "fabric"
+
+
+def test_xid_79_with_nccl_retry_errors_is_the_gpu_not_the_fabric() -> None:
+    found = classify(
+        "NCCL WARN NET/IB : Got completion from peer 10.0.3.7<40212> with status=12 opcode=0 "
+        "len=0 vendor err 129 (Recv)",
+        "NVRM: Xid (PCI:0000:2b:00): 79, GPU has fallen off the bus.",
+        "HINT: In many cases this error occurs when the NCCL_IB_TIMEOUT is set too short.",
+    )
+    assert found.layer == "gpu_hardware"
+    assert found.decided_by is not None and found.decided_by.xid == 79
+    assert [m.secondary for m in found.matches] == [True, False, True]
+
+
+def test_nccl_retry_errors_without_a_lost_gpu_stay_fabric() -> None:
+    found = classify(
+        "NCCL WARN NET/IB : Got completion from peer 10.0.3.7<40212> with status=12 opcode=0 "
+        "len=0 vendor err 129 (Recv)"
+    )
+    assert found.layer == "fabric"
+
+
+def test_mlx5_cable_error_and_link_down_are_fabric() -> None:
+    found = classify(
+        "mlx5_core 0000:9a:00.0: Port module event[error]: module 0, Cable error, "
+        "Bad or shorted cable/module",
+        "mlx5_core 0000:9a:00.0 ibp154s0: Link down",
+    )
+    assert (found.layer, found.signal) == ("fabric", "kernel.mlx5_cable_error")
+
+
+def test_gsp_rpc_timeout_names_the_gpu_index() -> None:
+    found = classify(
+        "NVRM: GPU6 _kgspLogRpcTimeout: ****************** GSP Timeout ******************"
+    )
+    assert (found.layer, found.signal) == ("node_software", "kernel.gsp_timeout")
+    assert found.matches[0].fields["gpu_index"] == "6"

@@ -86,6 +86,33 @@ CASES: list[tuple[str, str, dict[str, str]]] = [
         {"seconds": "6", "gpu": "0", "function": "76", "function_name": "GSP_RM_CONTROL"},
     ),
     (
+        "kernel.gsp_timeout",
+        "[   84.300488] NVRM: GPU6 _kgspLogRpcTimeout: ******************** GSP Timeout "
+        "********************",
+        {"gpu_index": "6"},
+    ),
+    (
+        "kernel.gsp_timeout",
+        "NVRM: GPU3 _kgspIsHeartbeatTimedOut: Heartbeat timed out, currentTimeMs 41 heartbeat 7",
+        {"gpu_index": "3"},
+    ),
+    (
+        "kernel.mlx5_link_down",
+        "[ 9120.331201] mlx5_core 0000:9a:00.1 ibp154s0f1: Link down",
+        {"pci": "0000:9a:00.1", "interface": "ibp154s0f1"},
+    ),
+    (
+        "kernel.mlx5_cable_error",
+        "mlx5_core 0000:9a:00.0: mlx5_port_module_event:1171:(pid 0): Port module "
+        "event[error]: module 0, Cable error, High Temperature",
+        {
+            "pci": "0000:9a:00.0",
+            "module": "0",
+            "status": "Cable error",
+            "reason": "High Temperature",
+        },
+    ),
+    (
         "kernel.pcie_aer",
         "pcieport 0000:00:03.0: PCIe Bus Error: severity=Corrected, type=Data Link Layer, "
         "(Transmitter ID)",

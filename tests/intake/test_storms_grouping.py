@@ -9,7 +9,9 @@ another rack open one incident each; alerts that arrive one webhook at a time ti
 threshold within the window, and the incidents opened before the storm was recognised are told
 their parent; resolving every member resolves the parent with its MTTR timestamps; alerts that
 no runbook lists under `triggers.storms` keep one incident and one run per node, so no member
-goes untriaged.
+goes untriaged. Bad members: an alert with an invalid or missing `Hostname` never counts toward
+a storm (neither in the same webhook nor from an earlier one), and a storm with such a member
+still triages every valid member in one completed run.
 """
 
 from __future__ import annotations
@@ -175,3 +177,50 @@ def test_alerts_that_no_storm_runbook_lists_never_form_a_storm(bot: Bot) -> None
         incidents = incident_store.list_incidents(session)
     assert {(i.runbook, i.target_kind) for i in incidents} == {("power-node", "node")}
     assert row_counts(bot.rt.db)["runs"] == 6
+
+
+def bad_brake(bot: Bot, hostname: str | None, *, gpu: int = 0) -> dict[str, object]:
+    labels = {"rack": "r1", "gpu": str(gpu)}
+    labels |= {"Hostname": hostname} if hostname is not None else {}
+    return alert("GPUPowerBrake", labels, starts_at=bot.rt.fleet.t0 - timedelta(minutes=2))
+
+
+@pytest.mark.parametrize("hostname", ["GPU_NODE_99", None])
+def test_an_unroutable_alert_never_tips_a_storm(bot: Bot, hostname: str | None) -> None:
+    earlier = bot.post_alerts(webhook([bad_brake(bot, hostname)]))
+    assert earlier.json()["incidents"] == []
+    valid = [brake(bot, n) for n in range(4)]
+    response = bot.post_alerts(webhook([*valid, bad_brake(bot, hostname, gpu=1)]))
+    assert response.status_code == 200
+    assert len(response.json()["unroutable"]) == 1
+    assert response.json()["incidents"] == [f"INC-{i}" for i in range(1, 5)]
+    bot.settle()
+    with session_scope(bot.rt.db) as session:
+        incidents = incident_store.list_incidents(session)
+        runs = [r for i in incidents for r in run_store.list_runs_for_incident(session, i.id or 0)]
+    assert sorted(i.target for i in incidents) == [f"gpu-node-{n:02d}" for n in range(4)]
+    assert {i.target_kind for i in incidents} == {"node"}
+    assert sorted((r.inputs["node"], r.status) for r in runs) == [
+        (f"gpu-node-{n:02d}", "completed") for n in range(4)
+    ]
+
+
+def test_a_storm_with_an_invalid_member_still_triages_every_valid_member(bot: Bot) -> None:
+    assert bot.post_alerts(webhook([bad_brake(bot, "Not_A_Node")])).status_code == 200
+    members = [brake(bot, n) for n in range(5)]
+    response = bot.post_alerts(webhook([*members, bad_brake(bot, "also..bad", gpu=1)]))
+    assert response.status_code == 200
+    assert response.json()["incidents"] == ["INC-1"]
+    assert response.json()["triage_queued"] == ["INC-1"]
+    bot.settle()
+    with session_scope(bot.rt.db) as session:
+        (parent,) = incident_store.list_incidents(session)
+        (run,) = run_store.list_runs_for_incident(session, 1)
+        attached = alert_store.list_alerts_for_incident(session, 1)
+        unattached = alert_store.list_alerts(session, unattached_only=True)
+    assert parent.target_kind == "storm"
+    assert parent.title == "GPUPowerBrake storm: 5 targets in rack=r1"
+    assert run.inputs["nodes"] == ",".join(f"gpu-node-{n:02d}" for n in range(5))
+    assert run.status == "completed"
+    assert len(attached) == 5
+    assert sorted(a.labels["Hostname"] for a in unattached) == ["Not_A_Node", "also..bad"]

@@ -2,8 +2,10 @@
 tests that talk to it the way Alertmanager does: over HTTP, with the bearer token.
 
 `running_bot` opens the runtime (SQLite under tmp_path, the simulated fleet of a scenario),
-serves the app on a background thread and yields it with an httpx client; on exit it stops the
-server and waits for queued triage runs. `webhook` builds an Alertmanager v4 body.
+serves the app with the production server (uvicorn, `bot.server.RunningServer`) on a background
+thread and yields it with an httpx client; on exit it stops the server gracefully (in-flight
+requests finish, queued triage is handed back to the database). `webhook` builds an
+Alertmanager v4 body.
 """
 
 from __future__ import annotations

@@ -21,8 +21,8 @@ from servers.fake_slack import TOKEN, Call, FakeSlack
 from slack_sdk.signature import SignatureVerifier
 
 from bot.config import PolicySettings, Settings, SlackSettings, StorageSettings
-from bot.journeys import _webhook
 from bot.server import OncallApp, RunningServer
+from bot.simulation import simulated_webhook as _webhook
 from bot.slack.app import EVENTS_PATH, SlackBot
 from bot.wiring import Runtime
 from integrations.sim import SCENARIO_DIR

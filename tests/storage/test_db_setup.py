@@ -59,9 +59,17 @@ def test_an_unparseable_url_is_a_storage_error_with_examples() -> None:
 
 
 def test_a_missing_postgres_driver_says_which_package_to_install() -> None:
-    with pytest.raises(BackendNotInstalledError, match="pip install psycopg") as info:
-        make_engine("postgresql+psycopg://oncall:secret@db.example/oncall")
+    # psycopg 3 is a dependency; psycopg2 (another driver SQLAlchemy knows) is not installed.
+    with pytest.raises(BackendNotInstalledError, match="pip install psycopg2") as info:
+        make_engine("postgresql+psycopg2://oncall:secret@db.example/oncall")
     assert "secret" not in str(info.value)
+
+
+def test_a_postgres_url_builds_a_pooled_engine_without_connecting() -> None:
+    engine = make_engine("postgresql+psycopg://oncall:secret@db.example/oncall")
+    assert engine.dialect.driver == "psycopg"
+    assert engine.pool.size() >= 5
+    engine.dispose()
 
 
 def test_session_scope_commits_on_success(engine: Engine, incident_id: int) -> None:

@@ -4,6 +4,12 @@ once, and verify that the fix worked.
 The approve node calls `interrupt()` and has no other side effect: it re-runs from its start on
 resume. Times it needs (requested/expires) are fixed earlier by the propose node, so a re-run
 computes the same thing. Execution happens in the act node behind the idempotency ledger.
+
+A verification that must wait for its next poll does not sleep on a thread: it interrupts with
+a timer payload (`{"kind": "timer", "due_at": ...}`) and the run checkpoints; the engine
+resumes it when the timer is due (engine/running.py). Its deadline is fixed by the act step's
+time, so the re-run on resume (LangGraph re-runs an interrupted node from its start, replaying
+earlier timers at once) polls again and ends at the same deadline.
 """
 
 from __future__ import annotations
@@ -211,9 +217,8 @@ def make_act_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
                 )
             )
         ok = all(r["outcome"] in ("changed", "already_done") for r in results)
-        return output(
-            step, {"skipped": False, "results": results, "succeeded": ok and bool(results)}
-        )
+        done = {"skipped": False, "results": results, "succeeded": ok and bool(results)}
+        return output(step, done | {"at": deps.clock.now().isoformat()})
 
     return act_node
 
@@ -239,7 +244,9 @@ def make_verify_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
         target = inputs.get("node") or ("" if workload else state.get("target", ""))
         nodes = expand_nodes(str(target)) if target else []
         window = parse_duration(spec.window) if spec.window else step_window(loaded, step, state)
-        deadline = deps.clock.now() + parse_duration(spec.within)
+        acted = [str(a["at"]) for a in acts if a.get("at")]
+        start = max(datetime.fromisoformat(a) for a in acted) if acted else deps.clock.now()
+        deadline = start + parse_duration(spec.within)
         interval = parse_duration(spec.interval)
         polls, queries, summary = 0, 0, {}
         while True:
@@ -256,9 +263,19 @@ def make_verify_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
             summary = summarize_signal(result, nodes=nodes, window=window)
             if _holds(expect, summary, step_context(state)):
                 return output(step, _verified("passed", summary, polls, queries, deps))
-            if deps.clock.now() + interval > deadline or interval <= timedelta(0):
+            due = deps.clock.now() + interval
+            if due > deadline or interval <= timedelta(0):
                 return output(step, _verified("failed", summary, polls, queries, deps))
-            deps.clock.sleep(interval.total_seconds())
+            interrupt(
+                {
+                    "kind": "timer",
+                    "step_id": step.id,
+                    "due_at": due.isoformat(),
+                    "deadline": deadline.isoformat(),
+                    "polls": polls,
+                    "signal": spec.signal,
+                }
+            )
 
     return verify_node
 

@@ -1,0 +1,93 @@
+"""The shipped ClusterRole and the Kubernetes adapter agree exactly.
+
+Covers: deploy/kubernetes/base/clusterrole.yaml is one plain ClusterRole document granting
+exactly `integrations.k8s.REQUIRED_PERMISSIONS` (nothing more, nothing missing); every Cluster
+port call, made over HTTP against the fake API server that grants only that role, succeeds
+without a 403, every request it sends maps to a required permission (kube-apiserver's request
+attributes: verb, API group, resource, subresource), and together the calls exercise every
+required permission; `check_permissions` finds all of them granted under the role.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import yaml
+
+from integrations.k8s import REQUIRED_PERMISSIONS, KubernetesCluster
+from tests.servers.fake_kube import FakeKube, start_fake_kube
+from tests.servers.kube_world import (
+    CLUSTERROLE,
+    T0,
+    contract_fleet,
+    make_kubernetes,
+    required_permissions,
+    role_permissions,
+)
+
+NODE = "gpu-node-01"
+Key = tuple[str, str, str, str]
+
+
+def test_the_clusterrole_is_one_plain_document() -> None:
+    documents = list(yaml.safe_load_all(CLUSTERROLE.read_text()))
+    assert len(documents) == 1
+    role = documents[0]
+    assert (role["apiVersion"], role["kind"]) == ("rbac.authorization.k8s.io/v1", "ClusterRole")
+    assert role["metadata"]["name"] == "gpu-oncall"
+
+
+def test_the_clusterrole_grants_exactly_the_required_permissions() -> None:
+    granted, required = role_permissions(), required_permissions()
+    assert granted - required == set(), "the role grants what the adapter never calls"
+    assert required - granted == set(), "the adapter needs what the role does not grant"
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeKube]:
+    with start_fake_kube() as fake:
+        fake.seed_from_fleet(contract_fleet())
+        fake.grant_only(role_permissions())
+        yield fake
+
+
+def exercise_every_call(cluster: KubernetesCluster) -> None:
+    """Each Cluster port method once, the way the bot's runbooks and actions call them."""
+    cluster.nodes()
+    cluster.nodes([NODE])
+    cluster.pods_on(NODE)
+    cluster.events(NODE, since=T0 - timedelta(hours=1))
+    cluster.pod_logs("llm-pretrain-worker-1", "ml", tail_lines=10)
+    cluster.node_logs(NODE, tail_lines=10)
+    cluster.cordon(NODE)
+    cluster.uncordon(NODE)
+    cluster.taint(NODE, key="gpu-oncall.io/quarantine", value="ecc")
+    cluster.untaint(NODE, key="gpu-oncall.io/quarantine")
+    cluster.annotate(NODE, {"gpu-oncall.io/cordoned-by": "gpu-oncall"})
+    cluster.label(NODE, {"gpu-oncall.io/protected": None})
+    cluster.delete_pod("llm-pretrain-worker-0", "ml", grace=timedelta(seconds=30))
+    cluster.drain(NODE, grace=timedelta(seconds=30))
+    cluster.check_permissions(REQUIRED_PERMISSIONS)
+
+
+def test_every_call_stays_within_the_role_and_uses_all_of_it(
+    fake: FakeKube, tmp_path: Path
+) -> None:
+    exercise_every_call(make_kubernetes(fake, tmp_path))
+    assert [r.path for r in fake.requests if r.status == 403] == []
+    unmapped = [r.path for r in fake.requests if r.permission is None]
+    assert unmapped == [], "requests outside any resource path cannot be granted by RBAC"
+    used: set[Key] = {r.permission for r in fake.requests if r.permission is not None}
+    assert used - required_permissions() == set(), "called an API the role does not list"
+    assert required_permissions() - used == set(), "a required permission is never exercised"
+
+
+def test_check_permissions_finds_the_role_complete(fake: FakeKube, tmp_path: Path) -> None:
+    answers = make_kubernetes(fake, tmp_path).check_permissions(REQUIRED_PERMISSIONS)
+    assert [p.describe() for p in answers if not p.allowed] == []
+    fake.grant_only(role_permissions() - {("patch", "", "nodes", "")})
+    answers = make_kubernetes(fake, tmp_path).check_permissions(REQUIRED_PERMISSIONS)
+    assert [p.describe() for p in answers if not p.allowed] == ["patch nodes"]

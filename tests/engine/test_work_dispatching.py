@@ -1,0 +1,80 @@
+"""`serve`'s triage workers over the durable work queue (bot/dispatching.py), in one process.
+
+Covers: the webhook's transaction records the triage with the alert, so a process that answers
+and then never submits it loses nothing: `take_over` (start-up, scheduler tick) finds it and a
+worker runs it to its approval; work queued in this process is not queued twice; `shutdown`
+hands a lease this worker holds back to the database, where the next worker claims it at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from engine.test_work_takeover import NODE, state_of
+from servers.oncall import alert, webhook
+
+from bot.config import Settings
+from bot.dispatching import TriageWorkers
+from bot.intake.alerts import parse_webhook
+from bot.intake.receiving import receive_webhook
+from bot.metrics import IntakeCounters
+from bot.wiring import Runtime, open_runtime
+from storage import work as work_store
+from storage.db import session_scope
+
+
+@pytest.fixture
+def rt(settings: Settings, scenario_dir: Path) -> Iterator[Runtime]:
+    scenario = scenario_dir / "ecc-dbe-storm.yaml"
+    with open_runtime(settings, scenario_path=scenario, fresh=True) as runtime:
+        yield runtime
+
+
+def receive(rt: Runtime, workers: TriageWorkers) -> int:
+    """What `POST /alerts` does before it answers: store the alert and record its triage."""
+    assert rt.fleet is not None and rt.scenario is not None
+    starts = rt.fleet.t0 + rt.scenario.faults[0].start
+    body = webhook([alert("GPUEccStorm", {"Hostname": NODE}, starts_at=starts)])
+    with session_scope(rt.db) as session:
+        received = receive_webhook(
+            session, parse_webhook(body), routes=rt.catalog.alert_routes(), at=rt.clock.now()
+        )
+        assert workers.record_triage(session, received) == 1
+    incident_id = received[0].incident_id
+    assert incident_id is not None
+    return incident_id
+
+
+def test_a_recorded_triage_nobody_submitted_is_taken_over_and_run(rt: Runtime) -> None:
+    workers = TriageWorkers(rt, workers=2, queue_limit=10, counters=IntakeCounters())
+    try:
+        incident_id = receive(rt, workers)  # ... and the process "died" before submitting it
+        assert state_of(rt, incident_id) == "open"
+        assert workers.take_over() == 1
+        assert workers.wait_idle(60)
+        assert state_of(rt, incident_id) == "awaiting_approval"
+        assert workers.take_over() == 0  # done: nothing left to take
+    finally:
+        workers.shutdown()
+
+
+def test_shutdown_hands_held_work_back_for_the_next_worker(rt: Runtime) -> None:
+    workers = TriageWorkers(rt, workers=1, queue_limit=10, counters=IntakeCounters())
+    incident_id = receive(rt, workers)
+    with session_scope(rt.db) as session:
+        (row,) = work_store.list_work(session, incident_id=incident_id)
+        assert row.id is not None
+        held = work_store.claim_work(
+            session,
+            work_id=row.id,
+            owner=rt.engine.leases.owner,
+            at=rt.engine.leases.now(),
+            lease=rt.engine.leases.terms.lease,
+        )
+        assert held is not None
+    workers.shutdown()
+    with session_scope(rt.db) as session:
+        claimable = work_store.list_claimable(session, at=rt.engine.leases.now())
+        assert [(r.id, r.owner, r.attempts) for r in claimable] == [(row.id, None, 0)]
