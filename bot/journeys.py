@@ -116,7 +116,7 @@ def command_journey(
     interactive: bool,
 ) -> RunOutcome:
     """Journey 1 from the CLI: a person starts a runbook; the incident records it."""
-    from bot.engine.running import resolve_inputs
+    from bot.engine.inputs import resolve_inputs
 
     resolved = resolve_inputs(loaded, inputs)
     incident_id, target = rt.engine.open_incident(loaded, resolved, actor=user)

@@ -7,17 +7,19 @@ super-step into timeline events, findings, approvals and incident transitions (o
 per super-step), and it records a `step_failed` event for anything that escapes a node before
 re-raising it.
 
-Durable work (storage/work.py): a triage run, a decided approval's resumption and a
-verification timer are work rows claimed under a lease (`perform`). A run taken over from a
-dead worker continues from its last checkpoint (`continue_run`); a run that fails, cannot
-start, or whose workers keep dying ends `failed` with its incident, the reason on the timeline.
+Durable work (bot/engine/working.py, storage/work.py): a triage run, a decided approval's
+resumption and a verification timer are work rows claimed under a lease (`perform`). A run taken
+over from a dead worker continues from its last checkpoint (`continue_run`); a run that fails,
+cannot start, or whose workers keep dying ends `failed` with its incident, the reason on the
+timeline. Longer than our usual module: driving, streaming and recording a run are one
+transaction discipline and read best together; the work queue and the inputs live apart.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -30,29 +32,24 @@ from bot.actions.policy import Risk, check_approver, check_blast_radius
 from bot.clock import FakeClock
 from bot.engine.catalog import RunbookCatalog
 from bot.engine.compiling import build_graph
+from bot.engine.inputs import resolve_inputs
 from bot.engine.leases import LeaseKeeper
 from bot.engine.loading import LoadedRunbook
 from bot.engine.recording import Recorder, StepDone, recording
 from bot.engine.state import Deps, RunState
-from bot.engine.steps.common import parse_duration
+from bot.engine.working import FINISHED, DurableWork, StepCallback
 from bot.errors import NotFound, RunStateError, UserInputError
 from bot.incidents import lifecycle
-from bot.incidents.states import IncidentState
-from bot.incidents.timeline import BOT, EventKind
-from integrations.errors import InvalidName, NodeNotFound
-from integrations.names import check_node_name, expand_nodes
-from storage import actions as action_store
+from bot.incidents.timeline import EventKind
+from integrations.errors import NodeNotFound
 from storage import approvals as approval_store
 from storage import incidents as incident_store
 from storage import runs as run_store
-from storage import work as work_store
 from storage.db import session_scope
-from storage.errors import ApprovalNotPendingError, StorageError
-from storage.tables import WorkItem
+from storage.errors import ApprovalNotPendingError
 
 logger = logging.getLogger(__name__)
 
-StepCallback = Callable[[str, Mapping[str, Any]], None]
 
 DURABILITY = "sync"
 """LangGraph writes a run's checkpoint after every super-step, before the next one starts
@@ -61,7 +58,6 @@ write when the stream stops) would save ~10 ms per triage run at 1,024 nodes
 (docs/performance.md), but a run taken over after a crash (`continue_run`) would then start
 again from its beginning instead of from its last finished super-step."""
 
-FINISHED = frozenset({"completed", "failed", "rejected"})
 
 
 @dataclass(frozen=True)
@@ -81,7 +77,7 @@ class RunOutcome:
         return {}
 
 
-class RunEngine:
+class RunEngine(DurableWork):
     """Runs runbooks against the injected Deps, persisting into the database and checkpointer."""
 
     def __init__(
@@ -293,248 +289,6 @@ class RunEngine:
             )
         return self._perform_claimed(item, on_step)
 
-    def _interrupted_resumption(self, session: Any, run_id: str) -> WorkItem | None:
-        """A decided approval whose resumption was cut short (its worker died): claim it if
-        its lease expired; RunStateError naming the worker if one is still at it."""
-        for item in work_store.open_work_for_run(session, run_id):
-            if item.kind != "resume" or item.id is None:
-                continue
-            claimed = work_store.claim_work(
-                session,
-                work_id=item.id,
-                owner=self.leases.owner,
-                at=self.leases.now(),
-                lease=self.leases.terms.lease,
-                due_by=self.deps.clock.now(),
-            )
-            if claimed is not None:
-                return claimed
-            until = f"{item.lease_expires_at:%H:%M:%S} UTC" if item.lease_expires_at else "?"
-            raise RunStateError(
-                f"run {run_id[:8]} is already being resumed by worker {item.owner} "
-                f"(its lease runs until {until}; after that any worker takes it over)"
-            )
-        return None
-
-    # -- durable work ------------------------------------------------------------------------
-    def record_work(
-        self,
-        session: Any,
-        *,
-        kind: str,
-        key: str,
-        incident_id: int,
-        run_id: str,
-        payload: Mapping[str, Any],
-        due_at: Any = None,
-        claim: bool = False,
-    ) -> WorkItem:
-        """Record work in the caller's transaction (with the fact that makes it necessary);
-        with `claim`, this worker holds it from the start."""
-        item, _ = work_store.add_work(
-            session,
-            key=key,
-            kind=kind,
-            incident_id=incident_id,
-            run_id=run_id,
-            at=self.deps.clock.now(),
-            due_at=due_at,
-            payload=payload,
-        )
-        if claim and item.id is not None:
-            claimed = work_store.claim_work(
-                session,
-                work_id=item.id,
-                owner=self.leases.owner,
-                at=self.leases.now(),
-                lease=self.leases.terms.lease,
-                due_by=self.deps.clock.now(),
-            )
-            item = claimed or item
-        return item
-
-    def due_work(self, *, limit: int = 100) -> list[int]:
-        """Ids of work rows any worker may claim now: new, due, or left by a dead worker."""
-        with session_scope(self.db) as session:
-            rows = work_store.list_claimable(
-                session, at=self.leases.now(), due_by=self.deps.clock.now(), limit=limit
-            )
-            return [row.id for row in rows if row.id is not None]
-
-    def perform(self, work_id: int, *, on_step: StepCallback | None = None) -> RunOutcome | None:
-        """Claim one work row and do it; None when another worker holds it or it is done."""
-        with session_scope(self.db) as session:
-            item = work_store.claim_work(
-                session,
-                work_id=work_id,
-                owner=self.leases.owner,
-                at=self.leases.now(),
-                lease=self.leases.terms.lease,
-                due_by=self.deps.clock.now(),
-            )
-        if item is None:
-            return None
-        return self._perform_claimed(item, on_step)
-
-    def _perform_claimed(
-        self,
-        item: WorkItem,
-        on_step: StepCallback | None,
-        *,
-        run: Callable[[], RunOutcome] | None = None,
-    ) -> RunOutcome:
-        """Do claimed work (`run`, else what its row says) with its lease kept alive; the row
-        ends done, or failed with the incident when the work raises."""
-        with self.leases.holding():
-            if item.attempts > 1:
-                self._taken_over(item)
-            try:
-                outcome = run() if run is not None else self._do(item, on_step)
-            except Exception as exc:  # boundary: the row and the incident end failed
-                error = f"{type(exc).__name__}: {exc}"
-                self._finish_work(item, error=error)
-                self._fail_quietly(item, error)
-                raise
-            self._finish_work(item, error=None)
-        return outcome
-
-    def _do(self, item: WorkItem, on_step: StepCallback | None) -> RunOutcome:
-        payload = item.payload
-        if item.kind == "triage":
-            loaded = self.catalog.get(str(payload["runbook"]))
-            inputs = dict(payload.get("inputs", {}))
-            requester = str(payload.get("requester", "alertmanager"))
-            return self.start(
-                loaded,
-                inputs=inputs,
-                incident_id=item.incident_id,
-                requester=requester,
-                on_step=on_step,
-                run_id=item.run_id,
-            )
-        return self.continue_run(item.run_id, answer=payload.get("answer"), on_step=on_step)
-
-    def _run_exists(self, run_id: str) -> bool:
-        with session_scope(self.db) as session:
-            return run_store.get_run(session, run_id) is not None
-
-    def _taken_over(self, item: WorkItem) -> None:
-        """Note the takeover on the timeline; a `running` action of the run belongs to the dead
-        worker, so its lease ends now and the act step re-runs it under the same key."""
-        now = self.deps.clock.now()
-        with session_scope(self.db) as session:
-            action_store.expire_leases(session, run_id=item.run_id, at=now)
-            lifecycle.record(
-                session,
-                incident_id=item.incident_id,
-                kind=EventKind.NOTE,
-                at=now,
-                actor=BOT,
-                summary=(
-                    f"Run {item.run_id[:8]} taken over by worker {self.leases.owner} "
-                    f"(attempt {item.attempts} of {self.leases.terms.max_attempts}): "
-                    f"its {item.kind} work was left unfinished by a stopped worker"
-                ),
-                payload={"work": item.key, "attempt": item.attempts, "worker": self.leases.owner},
-                run_id=item.run_id,
-            )
-
-    def _fail_quietly(self, item: WorkItem, error: str) -> None:
-        """The incident of work that raised ends `failed` (a no-op when the run already failed
-        it); a database error here must not hide the original one."""
-        try:
-            self.fail_incident(
-                item.incident_id,
-                f"The {item.kind} of run {item.run_id[:8]} stopped: {error}",
-                run_id=item.run_id,
-            )
-        except StorageError:
-            logger.warning("incident %s not marked failed", item.incident_id, exc_info=True)
-
-    def _finish_work(self, item: WorkItem, *, error: str | None) -> None:
-        assert item.id is not None
-        try:
-            with session_scope(self.db) as session:
-                work_store.finish_work(
-                    session,
-                    work_id=item.id,
-                    owner=self.leases.owner,
-                    at=self.leases.now(),
-                    failed=error is not None,
-                    error=error,
-                )
-        except StorageError:
-            logger.warning("work %s not marked finished; its lease will expire", item.key)
-
-    def give_up_exhausted(self) -> list[int]:
-        """End the work whose workers kept dying (`max_attempts` claims): its run and incident
-        end `failed`, the reason on the timeline. Returns the incident ids."""
-        with session_scope(self.db) as session:
-            rows = work_store.exhausted(
-                session,
-                at=self.leases.now(),
-                due_by=self.deps.clock.now(),
-                max_attempts=self.leases.terms.max_attempts,
-            )
-        failed: list[int] = []
-        for row in rows:
-            reason = (
-                f"Gave up on run {row.run_id[:8]}: its {row.kind} work was started "
-                f"{row.attempts} times and its worker stopped each time (last: {row.owner})"
-            )
-            with session_scope(self.db) as session:
-                if row.id is None or not work_store.give_up(
-                    session, work_id=row.id, at=self.leases.now(), error=reason
-                ):
-                    continue
-                run = run_store.get_run(session, row.run_id)
-                if run is not None and run.status not in FINISHED:
-                    run_store.update_run(
-                        session,
-                        row.run_id,
-                        status="failed",
-                        finished_at=self.deps.clock.now(),
-                        error=reason,
-                    )
-            self.fail_incident(row.incident_id, reason, run_id=row.run_id)
-            failed.append(row.incident_id)
-        return failed
-
-    def fail_incident(
-        self,
-        incident_id: int,
-        reason: str,
-        *,
-        run_id: str | None = None,
-        only_if_idle: bool = False,
-    ) -> bool:
-        """Record `reason` and move the incident to `failed`, unless it is closed already or
-        another run carries it (`only_if_idle`: it has runs; `run_id`: a later run exists)."""
-        now = self.deps.clock.now()
-        with session_scope(self.db) as session:
-            incident = incident_store.get_incident(session, incident_id)
-            if incident is None or incident.state in incident_store.CLOSED:
-                return False
-            latest = run_store.latest_run_for_incident(session, incident_id)
-            busy = (only_if_idle and latest is not None) or (
-                run_id is not None and latest is not None and latest.id != run_id
-            )
-            lifecycle.record(
-                session,
-                incident_id=incident_id,
-                kind=EventKind.STEP_FAILED,
-                at=now,
-                actor=BOT,
-                summary=reason,
-                run_id=run_id,
-            )
-            if busy:
-                return False
-            lifecycle.transition(
-                session, incident, to=IncidentState.FAILED, at=now, actor=BOT, reason=reason
-            )
-        return True
-
     # -- continue ----------------------------------------------------------------------------
     def continue_run(
         self, run_id: str, *, answer: Any = None, on_step: StepCallback | None = None
@@ -671,19 +425,6 @@ class RunEngine:
 
     def _timer_answer(self) -> dict[str, Any]:
         return {"kind": "timer", "at": self.deps.clock.now().isoformat()}
-
-    def _schedule_timer(self, run_id: str, incident_id: int, due: datetime) -> None:
-        """The durable timer: a `timer` work row due at `due` that resumes the run."""
-        with session_scope(self.db) as session:
-            self.record_work(
-                session,
-                kind="timer",
-                key=f"timer:{run_id}:{due.isoformat()}",
-                incident_id=incident_id,
-                run_id=run_id,
-                payload={"answer": {"kind": "timer", "due_at": due.isoformat()}},
-                due_at=due,
-            )
 
     def _stream(
         self,
@@ -839,45 +580,3 @@ def _decided_state(decision: str, *, expired: bool) -> str:
     if expired:
         return "expired"
     return "approved" if decision == "approve" else "rejected"
-
-
-def resolve_inputs(loaded: LoadedRunbook, given: Mapping[str, Any]) -> dict[str, Any]:
-    """Apply defaults, check required inputs and types. Errors name the runbook and input."""
-    spec = loaded.runbook.inputs
-    unknown = sorted(set(given) - set(spec) - {"requester"})
-    if unknown:
-        valid = ", ".join(spec) or "none"
-        raise UserInputError(
-            f"runbook '{loaded.name}': unknown input '{unknown[0]}' (inputs: {valid})"
-        )
-    resolved: dict[str, Any] = {}
-    for name, item in spec.items():
-        value = given.get(name, item.default)
-        if value is None:
-            if item.required:
-                raise UserInputError(
-                    f"runbook '{loaded.name}': input '{name}' is required "
-                    f"({item.help or item.type})"
-                )
-            continue
-        resolved[name] = _coerce(loaded.name, name, item.type, value)
-    return resolved
-
-
-def _coerce(runbook: str, name: str, kind: str, value: Any) -> Any:
-    try:
-        if kind == "node":
-            return check_node_name(str(value))
-        if kind == "nodes":
-            names = expand_nodes(str(value))
-            if not names:
-                raise ValueError("no node names given (e.g. gpu-node-01,gpu-node-[04-07])")
-            return ",".join(dict.fromkeys(names))
-        if kind == "duration":
-            parse_duration(str(value))
-            return str(value)
-        if kind == "number":
-            return float(value)
-    except (InvalidName, ValueError) as exc:
-        raise UserInputError(f"runbook '{runbook}': input '{name}': {exc}") from exc
-    return str(value)

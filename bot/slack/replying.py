@@ -13,8 +13,8 @@ from datetime import timedelta
 from slack_sdk.errors import SlackApiError
 
 from bot.engine.catalog import RunbookCatalog
+from bot.engine.inputs import resolve_inputs
 from bot.engine.loading import LoadedRunbook
-from bot.engine.running import resolve_inputs
 from bot.errors import NotFound, UserInputError
 from bot.incidents import lifecycle
 from bot.incidents.mttr import MttrFigures, TimestampOrderError, aggregate

@@ -1,0 +1,314 @@
+"""Durable work of the run engine: triage runs, decided approvals' resumptions and
+verification timers are rows of storage/work.py, claimed by one worker under a lease.
+
+`DurableWork` is the half of `RunEngine` (bot/engine/running.py) that records, claims and
+performs work rows, notes takeovers from dead workers on the timeline, gives up on work whose
+workers keep dying, and ends an incident `failed` with the reason. A claim is one conditional
+UPDATE in the database, so two processes or replicas never both win it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.engine import Engine
+
+from bot.engine.catalog import RunbookCatalog
+from bot.engine.leases import LeaseKeeper
+from bot.engine.state import Deps
+from bot.errors import RunStateError
+from bot.incidents import lifecycle
+from bot.incidents.states import IncidentState
+from bot.incidents.timeline import BOT, EventKind
+from storage import actions as action_store
+from storage import incidents as incident_store
+from storage import runs as run_store
+from storage import work as work_store
+from storage.db import session_scope
+from storage.errors import StorageError
+from storage.tables import WorkItem
+
+if TYPE_CHECKING:
+    from bot.engine.loading import LoadedRunbook
+    from bot.engine.running import RunOutcome
+
+logger = logging.getLogger(__name__)
+
+StepCallback = Callable[[str, Mapping[str, Any]], None]
+
+FINISHED = frozenset({"completed", "failed", "rejected"})
+"""Run statuses after which nothing more happens to a run."""
+
+
+class DurableWork:
+    """Records, claims and performs work rows for `RunEngine`, which provides the attributes
+    and the `start` / `continue_run` it drives work with."""
+
+    db: Engine
+    deps: Deps
+    catalog: RunbookCatalog
+    leases: LeaseKeeper
+
+    if TYPE_CHECKING:
+
+        def start(
+            self,
+            loaded: LoadedRunbook,
+            *,
+            inputs: Mapping[str, Any],
+            incident_id: int,
+            requester: str,
+            on_step: StepCallback | None = None,
+            run_id: str | None = None,
+        ) -> RunOutcome: ...
+
+        def continue_run(
+            self, run_id: str, *, answer: Any = None, on_step: StepCallback | None = None
+        ) -> RunOutcome: ...
+
+    def _claim(self, session: Any, work_id: int) -> WorkItem | None:
+        """Claim a row for this worker under a fresh lease; None when another holds it."""
+        return work_store.claim_work(
+            session,
+            work_id=work_id,
+            owner=self.leases.owner,
+            at=self.leases.now(),
+            lease=self.leases.terms.lease,
+            due_by=self.deps.clock.now(),
+        )
+
+    def record_work(
+        self,
+        session: Any,
+        *,
+        kind: str,
+        key: str,
+        incident_id: int,
+        run_id: str,
+        payload: Mapping[str, Any],
+        due_at: Any = None,
+        claim: bool = False,
+    ) -> WorkItem:
+        """Record work in the caller's transaction (with the fact that makes it necessary);
+        with `claim`, this worker holds it from the start."""
+        item, _ = work_store.add_work(
+            session,
+            key=key,
+            kind=kind,
+            incident_id=incident_id,
+            run_id=run_id,
+            at=self.deps.clock.now(),
+            due_at=due_at,
+            payload=payload,
+        )
+        if claim and item.id is not None:
+            claimed = self._claim(session, item.id)
+            item = claimed or item
+        return item
+
+    def due_work(self, *, limit: int = 100) -> list[int]:
+        """Ids of work rows any worker may claim now: new, due, or left by a dead worker."""
+        with session_scope(self.db) as session:
+            rows = work_store.list_claimable(
+                session, at=self.leases.now(), due_by=self.deps.clock.now(), limit=limit
+            )
+            return [row.id for row in rows if row.id is not None]
+
+    def perform(self, work_id: int, *, on_step: StepCallback | None = None) -> RunOutcome | None:
+        """Claim one work row and do it; None when another worker holds it or it is done."""
+        with session_scope(self.db) as session:
+            item = self._claim(session, work_id)
+        if item is None:
+            return None
+        return self._perform_claimed(item, on_step)
+
+    def _perform_claimed(
+        self,
+        item: WorkItem,
+        on_step: StepCallback | None,
+        *,
+        run: Callable[[], RunOutcome] | None = None,
+    ) -> RunOutcome:
+        """Do claimed work (`run`, else what its row says) with its lease kept alive; the row
+        ends done, or failed with the incident when the work raises."""
+        with self.leases.holding():
+            if item.attempts > 1:
+                self._taken_over(item)
+            try:
+                outcome = run() if run is not None else self._do(item, on_step)
+            except Exception as exc:  # boundary: the row and the incident end failed
+                error = f"{type(exc).__name__}: {exc}"
+                self._finish_work(item, error=error)
+                self._fail_quietly(item, error)
+                raise
+            self._finish_work(item, error=None)
+        return outcome
+
+    def _do(self, item: WorkItem, on_step: StepCallback | None) -> RunOutcome:
+        payload = item.payload
+        if item.kind == "triage":
+            loaded = self.catalog.get(str(payload["runbook"]))
+            inputs = dict(payload.get("inputs", {}))
+            requester = str(payload.get("requester", "alertmanager"))
+            return self.start(
+                loaded,
+                inputs=inputs,
+                incident_id=item.incident_id,
+                requester=requester,
+                on_step=on_step,
+                run_id=item.run_id,
+            )
+        return self.continue_run(item.run_id, answer=payload.get("answer"), on_step=on_step)
+
+    def _run_exists(self, run_id: str) -> bool:
+        with session_scope(self.db) as session:
+            return run_store.get_run(session, run_id) is not None
+
+    def _taken_over(self, item: WorkItem) -> None:
+        """Note the takeover on the timeline; a `running` action of the run belongs to the dead
+        worker, so its lease ends now and the act step re-runs it under the same key."""
+        now = self.deps.clock.now()
+        with session_scope(self.db) as session:
+            action_store.expire_leases(session, run_id=item.run_id, at=now)
+            lifecycle.record(
+                session,
+                incident_id=item.incident_id,
+                kind=EventKind.NOTE,
+                at=now,
+                actor=BOT,
+                summary=(
+                    f"Run {item.run_id[:8]} taken over by worker {self.leases.owner} "
+                    f"(attempt {item.attempts} of {self.leases.terms.max_attempts}): "
+                    f"its {item.kind} work was left unfinished by a stopped worker"
+                ),
+                payload={"work": item.key, "attempt": item.attempts, "worker": self.leases.owner},
+                run_id=item.run_id,
+            )
+
+    def _fail_quietly(self, item: WorkItem, error: str) -> None:
+        """The incident of work that raised ends `failed` (a no-op when the run already failed
+        it); a database error here must not hide the original one."""
+        try:
+            self.fail_incident(
+                item.incident_id,
+                f"The {item.kind} of run {item.run_id[:8]} stopped: {error}",
+                run_id=item.run_id,
+            )
+        except StorageError:
+            logger.warning("incident %s not marked failed", item.incident_id, exc_info=True)
+
+    def _finish_work(self, item: WorkItem, *, error: str | None) -> None:
+        assert item.id is not None
+        try:
+            with session_scope(self.db) as session:
+                work_store.finish_work(
+                    session,
+                    work_id=item.id,
+                    owner=self.leases.owner,
+                    at=self.leases.now(),
+                    failed=error is not None,
+                    error=error,
+                )
+        except StorageError:
+            logger.warning("work %s not marked finished; its lease will expire", item.key)
+
+    def give_up_exhausted(self) -> list[int]:
+        """End the work whose workers kept dying (`max_attempts` claims): its run and incident
+        end `failed`, the reason on the timeline. Returns the incident ids."""
+        with session_scope(self.db) as session:
+            rows = work_store.exhausted(
+                session,
+                at=self.leases.now(),
+                due_by=self.deps.clock.now(),
+                max_attempts=self.leases.terms.max_attempts,
+            )
+        failed: list[int] = []
+        for row in rows:
+            reason = (
+                f"Gave up on run {row.run_id[:8]}: its {row.kind} work was started "
+                f"{row.attempts} times and its worker stopped each time (last: {row.owner})"
+            )
+            with session_scope(self.db) as session:
+                if row.id is None or not work_store.give_up(
+                    session, work_id=row.id, at=self.leases.now(), error=reason
+                ):
+                    continue
+                run = run_store.get_run(session, row.run_id)
+                if run is not None and run.status not in FINISHED:
+                    run_store.update_run(
+                        session,
+                        row.run_id,
+                        status="failed",
+                        finished_at=self.deps.clock.now(),
+                        error=reason,
+                    )
+            self.fail_incident(row.incident_id, reason, run_id=row.run_id)
+            failed.append(row.incident_id)
+        return failed
+
+    def fail_incident(
+        self,
+        incident_id: int,
+        reason: str,
+        *,
+        run_id: str | None = None,
+        only_if_idle: bool = False,
+    ) -> bool:
+        """Record `reason` and move the incident to `failed`, unless it is closed already or
+        another run carries it (`only_if_idle`: it has runs; `run_id`: a later run exists)."""
+        now = self.deps.clock.now()
+        with session_scope(self.db) as session:
+            incident = incident_store.get_incident(session, incident_id)
+            if incident is None or incident.state in incident_store.CLOSED:
+                return False
+            latest = run_store.latest_run_for_incident(session, incident_id)
+            busy = (only_if_idle and latest is not None) or (
+                run_id is not None and latest is not None and latest.id != run_id
+            )
+            lifecycle.record(
+                session,
+                incident_id=incident_id,
+                kind=EventKind.STEP_FAILED,
+                at=now,
+                actor=BOT,
+                summary=reason,
+                run_id=run_id,
+            )
+            if busy:
+                return False
+            lifecycle.transition(
+                session, incident, to=IncidentState.FAILED, at=now, actor=BOT, reason=reason
+            )
+        return True
+
+    def _interrupted_resumption(self, session: Any, run_id: str) -> WorkItem | None:
+        """A decided approval whose resumption was cut short (its worker died): claim it if
+        its lease expired; RunStateError naming the worker if one is still at it."""
+        for item in work_store.open_work_for_run(session, run_id):
+            if item.kind != "resume" or item.id is None:
+                continue
+            claimed = self._claim(session, item.id)
+            if claimed is not None:
+                return claimed
+            until = f"{item.lease_expires_at:%H:%M:%S} UTC" if item.lease_expires_at else "?"
+            raise RunStateError(
+                f"run {run_id[:8]} is already being resumed by worker {item.owner} "
+                f"(its lease runs until {until}; after that any worker takes it over)"
+            )
+        return None
+
+    def _schedule_timer(self, run_id: str, incident_id: int, due: datetime) -> None:
+        """The durable timer: a `timer` work row due at `due` that resumes the run."""
+        with session_scope(self.db) as session:
+            self.record_work(
+                session,
+                kind="timer",
+                key=f"timer:{run_id}:{due.isoformat()}",
+                incident_id=incident_id,
+                run_id=run_id,
+                payload={"answer": {"kind": "timer", "due_at": due.isoformat()}},
+                due_at=due,
+            )
