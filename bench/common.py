@@ -6,6 +6,8 @@ Benchmarks are scripts, not tests: `python bench/<name>.py --help`.
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import platform
 import statistics
@@ -153,3 +155,17 @@ def relax_sqlite_sync(db: Any, checkpointer: Any) -> None:
     event.listen(db, "connect", lambda conn, _record: conn.execute("PRAGMA synchronous=NORMAL"))
     db.dispose()
     checkpointer.conn.execute("PRAGMA synchronous=NORMAL")
+
+
+def run_sizes(
+    args: argparse.Namespace, run: Callable[[int, argparse.Namespace], dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """`run(size, args)` for each of `args.sizes`, printing each result as a JSON line as it
+    comes; with `args.json`, the machine and all results are also written there."""
+    results = []
+    for size in args.sizes:
+        results.append(run(size, args))
+        print(json.dumps(results[-1]), flush=True)
+    if args.json:
+        args.json.write_text(json.dumps({"machine": machine(), "results": results}, indent=2))
+    return results

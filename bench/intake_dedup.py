@@ -34,7 +34,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from common import machine, percentile
+from common import percentile, run_sizes
 from sqlalchemy import select, tuple_
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
@@ -216,12 +216,7 @@ def main() -> None:
     parser.add_argument("--old-webhooks", type=int, default=20, help="webhooks with the old query")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
-    results = []
-    for size in args.sizes:
-        results.append(run(size, args))
-        print(json.dumps(results[-1]), flush=True)
-    if args.json:
-        args.json.write_text(json.dumps({"machine": machine(), "results": results}, indent=2))
+    run_sizes(args, run)
 
 
 if __name__ == "__main__":

@@ -182,6 +182,7 @@ def serve(
 
     from bot.scheduler import Jobs
     from bot.server import create_app, serve_forever
+    from storage.leader import make_leadership
 
     if socket_mode and (settings.slack.bot_token is None or settings.slack.app_token is None):
         raise UserInputError(
@@ -196,12 +197,19 @@ def serve(
     with open_runtime(settings, scenario_path=scenario) as rt:
         app = create_app(settings, rt, socket_mode=socket_mode)
         refresh = app.slack.refresh_incident if app.slack is not None else None
+        leadership = make_leadership(settings.storage.url)
+
+        def leader_gauge(leads: bool) -> None:
+            app.counters.leader = int(leads)
+
         jobs = Jobs(
             rt.engine,
             interval_seconds=settings.server.expiry_check_seconds,
             on_expired=refresh,
             take_over=app.workers.take_over,
             takeover_seconds=settings.work.takeover_seconds,
+            leadership=leadership,
+            on_leadership=leader_gauge,
         ).start()
         mounts = ", ".join(sorted(app.mounts)) or "none"
         socket = None
@@ -223,6 +231,7 @@ def serve(
             term.line("gpu-oncall: stopping; queued triage runs finish first")
         finally:
             jobs.shutdown()
+            leadership.release()  # the next replica leads at its next tick
             if socket is not None:
                 socket.close()
     return 0
@@ -230,13 +239,17 @@ def serve(
 
 def db_upgrade(settings: Settings, term: Terminal) -> int:
     """`gpu-oncall db upgrade`: migrate the database to this release's schema (creating it when
-    empty; a release-0.1.0 SQLite file is upgraded in place). Safe to run from several replicas."""
-    from storage.db import make_engine, redact
+    empty; a release-0.1.0 SQLite file is upgraded in place), then compute the `/metrics`
+    histograms from the incidents if they never were. Safe to run from several replicas."""
+    from bot.incidents import figures
+    from storage.db import make_engine, redact, session_scope
     from storage.migrating import upgrade
 
     db = make_engine(settings.storage.url)
     try:
         before, after = upgrade(db)
+        with session_scope(db) as session:
+            rebuilt = figures.ensure_built(session)
     finally:
         db.dispose()
     where = redact(settings.storage.url)
@@ -244,6 +257,8 @@ def db_upgrade(settings: Settings, term: Terminal) -> int:
         term.line(f"{where}: already at revision {after} (this release's schema)")
     else:
         term.line(f"{where}: upgraded from revision {before or 'none'} to {after}")
+    if rebuilt:
+        term.line(f"{where}: /metrics histograms computed from the incidents")
     return 0
 
 

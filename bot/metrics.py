@@ -4,6 +4,10 @@ Counters of this process (alerts received, deduplicated, unroutable; webhooks by
 triage runs by outcome) live in `IntakeCounters`. Incident figures come from the database at
 scrape time (incidents by state; MTTD / MTTA / time to diagnosis / MTTM / MTTR histograms by
 runbook, layer and severity), so every replica reports the same numbers: scrape one of them.
+The histograms are read from `figure_buckets`, kept up to date as incidents change
+(bot/incidents/figures.py), so a scrape costs the same at 100 and at 100,000 incidents;
+`figure_histograms` computes them from the incidents instead (the test oracle and the benchmark's
+baseline).
 """
 
 from __future__ import annotations
@@ -12,17 +16,24 @@ import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 
+from sqlalchemy.engine import Engine
+
+from bot.incidents import figures
+from bot.incidents.figures import BOT_BUCKETS as BOT_BUCKETS
+from bot.incidents.figures import BOUNDS, UNDIAGNOSED
+from bot.incidents.figures import HUMAN_BUCKETS as HUMAN_BUCKETS
 from bot.incidents.mttr import DEFINITIONS, TimestampOrderError
 from bot.incidents.states import IncidentState
 from bot.incidents.views import IncidentView
+from storage import incidents as incident_store
+from storage.db import session_scope
+from storage.figures import Counts
 
 PREFIX = "gpu_oncall"
-
-#: Bucket bounds in seconds: minutes to a day for the human-paced figures, sub-second to
-#: minutes for the bot's own time to diagnosis.
-HUMAN_BUCKETS = (30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0, 14400.0, 86400.0)
-BOT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+_LABELNAMES = ("runbook", "layer", "severity")
+_MICRO = timedelta(microseconds=1)
 
 _COUNTERS: dict[str, str] = {
     "alerts_received_total": "Alerts received in webhooks (every delivery, duplicates too).",
@@ -43,6 +54,7 @@ class IntakeCounters:
         self._webhooks: Counter[str] = Counter()
         self._triage: Counter[str] = Counter()
         self.queue_depth = 0
+        self.leader = 0  # 1 while this process runs the periodic jobs (bot/scheduler.py)
 
     def add(self, name: str, amount: int = 1) -> None:
         if name not in _COUNTERS:
@@ -64,33 +76,53 @@ class IntakeCounters:
 
 
 @dataclass
+class Series:
+    """One label set of a histogram: observations per bucket (not cumulative; the last one is
+    +Inf) and their sum in microseconds (exact, whatever the order they were added in)."""
+
+    buckets: list[int]
+    micros: int = 0
+
+
+@dataclass
 class Histogram:
-    """A Prometheus histogram over label sets, filled from observations at scrape time."""
+    """A Prometheus histogram over label sets."""
 
     name: str
     help: str
     bounds: Sequence[float]
     labelnames: tuple[str, ...]
-    series: dict[tuple[str, ...], list[float]] = field(default_factory=dict)
+    series: dict[tuple[str, ...], Series] = field(default_factory=dict)
 
-    def observe(self, labels: tuple[str, ...], value: float) -> None:
-        self.series.setdefault(labels, []).append(value)
+    def observe(self, labels: tuple[str, ...], value: timedelta) -> None:
+        seconds = value.total_seconds()
+        index = next((i for i, b in enumerate(self.bounds) if seconds <= b), len(self.bounds))
+        self.add(labels, index, observations=1, micros=value // _MICRO)
+
+    def add(self, labels: tuple[str, ...], index: int, *, observations: int, micros: int) -> None:
+        series = self.series.setdefault(labels, Series([0] * (len(self.bounds) + 1)))
+        series.buckets[index] += observations
+        series.micros += micros
 
     def render(self) -> list[str]:
         lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} histogram"]
-        for labels, values in sorted(self.series.items()):
-            base = dict(zip(self.labelnames, labels, strict=True))
-            for bound in self.bounds:
-                count = sum(1 for v in values if v <= bound)
-                lines.append(_sample(f"{self.name}_bucket", base | {"le": _num(bound)}, count))
-            lines.append(_sample(f"{self.name}_bucket", base | {"le": "+Inf"}, len(values)))
-            lines.append(_sample(f"{self.name}_sum", base, sum(values)))
-            lines.append(_sample(f"{self.name}_count", base, len(values)))
+        les = [_labels({"le": _num(bound)}) for bound in self.bounds] + [_labels({"le": "+Inf"})]
+        for labels, series in sorted(self.series.items()):
+            total = sum(series.buckets)
+            if total == 0:
+                continue  # every incident of this label set moved to another one
+            inner = _labels(dict(zip(self.labelnames, labels, strict=True)))
+            cumulative = 0
+            for le, count in zip(les, series.buckets, strict=True):
+                cumulative += count
+                lines.append(f"{self.name}_bucket{{{inner},{le}}} {cumulative}")
+            lines.append(f"{self.name}_sum{{{inner}}} {_num(series.micros / 1_000_000)}")
+            lines.append(f"{self.name}_count{{{inner}}} {total}")
         return lines
 
 
 def render_metrics(
-    counters: IntakeCounters, *, by_state: Mapping[str, int], incidents: Iterable[IncidentView]
+    counters: IntakeCounters, *, by_state: Mapping[str, int], histograms: Iterable[Histogram]
 ) -> str:
     """The whole exposition: process counters, incident gauges and MTTR histograms."""
     plain, webhooks, triage = counters.snapshot()
@@ -117,37 +149,65 @@ def render_metrics(
         [({}, counters.queue_depth)],
     )
     lines += _family(
+        f"{PREFIX}_leader",
+        "gauge",
+        "1 while this process is the leader running the periodic jobs, else 0.",
+        [({}, counters.leader)],
+    )
+    lines += _family(
         f"{PREFIX}_incidents",
         "gauge",
         "Incidents by state.",
         [({"state": s.value}, by_state.get(s.value, 0)) for s in IncidentState],
     )
-    for histogram in figure_histograms(incidents):
+    for histogram in histograms:
         lines += histogram.render()
     return "\n".join(lines) + "\n"
 
 
-def figure_histograms(incidents: Iterable[IncidentView]) -> list[Histogram]:
-    """One histogram per published figure (mttr.DEFINITIONS), by runbook, layer and severity."""
-    labelnames = ("runbook", "layer", "severity")
-    histograms = {
+def scrape(db: Engine, counters: IntakeCounters) -> str:
+    """What `GET /metrics` serves: two small queries (incidents by state, the maintained
+    buckets), whatever the number of incidents."""
+    with session_scope(db) as session:
+        by_state = incident_store.count_by_state(session)
+        histograms = counted_histograms(figures.read_counts(session))
+    return render_metrics(counters, by_state=by_state, histograms=histograms)
+
+
+def _empty_histograms() -> dict[str, Histogram]:
+    return {
         d.name: Histogram(
             name=f"{PREFIX}_{d.name}_seconds",
             help=f"{d.label} per incident: {d.formula} (docs/mttr.md).",
-            bounds=BOT_BUCKETS if d.name == "time_to_diagnosis" else HUMAN_BUCKETS,
-            labelnames=labelnames,
+            bounds=BOUNDS[d.name],
+            labelnames=_LABELNAMES,
         )
         for d in DEFINITIONS
     }
+
+
+def counted_histograms(counts: Counts) -> list[Histogram]:
+    """One histogram per published figure (mttr.DEFINITIONS), from the maintained buckets
+    (`figures.read_counts`): what `/metrics` serves."""
+    histograms = _empty_histograms()
+    for (figure, runbook, layer, severity, index), (n, micros) in counts.items():
+        histograms[figure].add((runbook, layer, severity), index, observations=n, micros=micros)
+    return list(histograms.values())
+
+
+def figure_histograms(incidents: Iterable[IncidentView]) -> list[Histogram]:
+    """The same histograms computed from every incident (the from-scratch computation)."""
+    histograms = _empty_histograms()
     for view in incidents:
         try:
-            figures = view.figures().as_seconds()
+            figures = view.figures()
         except TimestampOrderError:
             continue  # corrupt history is reported by the postmortem, not hidden in a bucket
-        labels = (view.runbook, view.layer or "undiagnosed", view.severity)
-        for name, seconds in figures.items():
-            if seconds is not None:
-                histograms[name].observe(labels, seconds)
+        labels = (view.runbook, view.layer or UNDIAGNOSED, view.severity)
+        for d in DEFINITIONS:
+            value: timedelta | None = getattr(figures, d.name)
+            if value is not None:
+                histograms[d.name].observe(labels, value)
     return list(histograms.values())
 
 
@@ -161,8 +221,11 @@ def _family(
 def _sample(name: str, labels: Mapping[str, str], value: float) -> str:
     if not labels:
         return f"{name} {_num(value)}"
-    inner = ",".join(f'{k}="{_escape_label(v)}"' for k, v in labels.items())
-    return f"{name}{{{inner}}} {_num(value)}"
+    return f"{name}{{{_labels(labels)}}} {_num(value)}"
+
+
+def _labels(labels: Mapping[str, str]) -> str:
+    return ",".join(f'{k}="{_escape_label(v)}"' for k, v in labels.items())
 
 
 def _num(value: float) -> str:

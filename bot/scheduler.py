@@ -3,6 +3,11 @@ rejected branch even when nobody clicks, and their incidents' messages are refre
 nobody holds (new, due, or left by a dead worker or replica) is taken over, once at start-up
 and then every `work.takeover_seconds`.
 
+One leader: with several replicas, only the process `Leadership.check()` names (asked again at
+every tick, storage/leader.py) runs the jobs; the others skip their ticks until the leader dies
+and one of them wins the lock. `on_leadership` is told the answer at every tick (the
+`gpu_oncall_leader` gauge). Without a leadership the process always leads (one process).
+
 A boundary: a failing tick is logged with a reference and the next tick runs as usual.
 """
 
@@ -16,6 +21,7 @@ from datetime import UTC, datetime
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from bot.engine.running import RunEngine
+from storage.leader import AlwaysLeader, Leadership
 
 logger = logging.getLogger(__name__)
 
@@ -31,8 +37,13 @@ class Jobs:
         on_expired: IncidentCallback | None = None,
         take_over: Callable[[], int] | None = None,
         takeover_seconds: float = 15.0,
+        leadership: Leadership | None = None,
+        on_leadership: Callable[[bool], None] | None = None,
     ) -> None:
         self._engine, self._on_expired, self._take_over = engine, on_expired, take_over
+        self._leadership: Leadership = leadership or AlwaysLeader()
+        self._on_leadership = on_leadership
+        self._leading: bool | None = None
         self._scheduler = BackgroundScheduler(timezone="UTC")
         self._scheduler.add_job(
             self.expire_approvals,
@@ -60,9 +71,25 @@ class Jobs:
     def shutdown(self) -> None:
         self._scheduler.shutdown(wait=True)
 
+    def leads(self) -> bool:
+        """Ask the leadership now; log when the answer changes."""
+        leading = self._leadership.check()
+        if leading != self._leading:
+            if leading:
+                logger.info("periodic jobs: this process is the leader; running them")
+            else:
+                logger.info("periodic jobs: another process leads (or the database is away); "
+                            "standing by")  # fmt: skip
+            self._leading = leading
+        if self._on_leadership is not None:
+            self._on_leadership(leading)
+        return leading
+
     def expire_approvals(self) -> int:
         """One tick: expire what is due. Returns how many runs took the rejected branch."""
         try:
+            if not self.leads():
+                return 0
             outcomes = self._engine.expire_due()
             for outcome in outcomes:
                 if self._on_expired is not None:
@@ -77,6 +104,8 @@ class Jobs:
         if self._take_over is None:
             return 0
         try:
+            if not self.leads():
+                return 0
             return self._take_over()
         except Exception:  # boundary: a scheduler job must not die with one bad tick
             logger.exception("work takeover tick failed (ref %s)", uuid.uuid4().hex[:6])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import threading
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -19,11 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 from bot.config import Settings
 from bot.dispatching import TriageWorkers
-from bot.incidents.views import incident_view
 from bot.intake.alerts import InvalidWebhookError, parse_webhook
 from bot.intake.receiving import Received, receive_webhook
 from bot.intake.storms import StormPolicy
-from bot.metrics import IntakeCounters, render_metrics
+from bot.metrics import IntakeCounters, scrape
 from bot.serving.exchange import Head, Reply, Request
 from bot.serving.front import Front, Limits
 from bot.serving.running import HttpServer, Tuning
@@ -40,6 +40,34 @@ logger = logging.getLogger(__name__)
 
 TEXT = "text/plain; version=0.0.4; charset=utf-8"
 WEBHOOK = ("POST", "/alerts")
+
+
+class OutageNotice:
+    """One log line when the database goes away (webhooks answered 503 from then on) and one
+    when it is back, however many requests fail in between: never a line per request."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._down = False
+
+    def failed(self, exc: StorageError) -> None:
+        with self._lock:
+            if self._down:
+                return
+            self._down = True
+        logger.error("%s; webhooks answered 503 until it is back", one_line(exc))
+
+    def stored(self) -> None:
+        with self._lock:
+            if not self._down:
+                return
+            self._down = False
+        logger.warning("database is back: webhooks are stored again")
+
+
+def one_line(exc: BaseException) -> str:
+    """An error's message on one line (libpq's messages span several)."""
+    return " ".join(str(exc).split())
 
 
 @dataclass
@@ -60,6 +88,7 @@ class OncallApp:
         self.storms = StormPolicy.from_settings(self.settings.intake)
         token = self.settings.server.token
         self._token = token.get_secret_value().encode() if token else None
+        self._outage = OutageNotice()
 
     def mount(self, path: str, app: WSGIApp) -> None:
         """Serve `path` and everything below it with `app` (e.g. `/slack/events`)."""
@@ -150,8 +179,12 @@ class OncallApp:
                 )
                 self.workers.record_triage(session, received)  # durable before the answer
         except StorageError as exc:
-            logger.error("webhook not stored: %s", exc)
-            return Reply.json(503, {"error": f"not stored, retry: {exc}"})
+            if exc.retryable:  # the database is away: one line per outage, not per webhook
+                self._outage.failed(exc)
+            else:
+                logger.error("webhook not stored: %s", one_line(exc))
+            return Reply.json(503, {"error": f"not stored, retry: {one_line(exc)}"})
+        self._outage.stored()
         return Reply.json(200, self._after_stored(received))
 
     def _after_stored(self, received: list[Received]) -> dict[str, Any]:
@@ -175,28 +208,26 @@ class OncallApp:
 
     # -- probes and metrics --------------------------------------------------------------------
     def readyz(self) -> Reply:
-        """Ready when the database answers a query and the checkpointer answers a read."""
+        """Ready when the database answers a query and the checkpointer answers a read (not
+        asked while the database is away: on PostgreSQL it is the same server)."""
         problems: dict[str, str] = {}
         try:
             with session_scope(self.rt.db) as session:
                 incident_store.count_by_state(session)
         except StorageError as exc:
-            problems["database"] = str(exc)
+            return Reply.json(503, {"status": "not ready", "problems": {"database": one_line(exc)}})
         try:
             self.rt.engine.checkpointer.get_tuple({"configurable": {"thread_id": "readyz"}})
-        except Exception as exc:  # boundary: any saver backend's error means "not ready"
-            logger.warning("readyz: checkpointer unreachable", exc_info=True)
+        except Exception as exc:  # noqa: BLE001  (boundary: any saver's error means "not ready")
+            name = type(exc).__name__
+            logger.warning("readyz: checkpointer unreachable: %s: %s", name, one_line(exc))
             problems["checkpointer"] = type(exc).__name__
         if problems:
             return Reply.json(503, {"status": "not ready", "problems": problems})
         return Reply.json(200, {"status": "ready"})
 
     def metrics(self) -> Reply:
-        with session_scope(self.rt.db) as session:
-            by_state = incident_store.count_by_state(session)
-            rows = incident_store.list_incidents(session, limit=100_000)
-            views = [incident_view(row) for row in rows]
-        text = render_metrics(self.counters, by_state=by_state, incidents=views)
+        text = scrape(self.rt.db, self.counters)
         return Reply(200, text.encode(), TEXT)
 
 

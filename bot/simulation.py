@@ -35,6 +35,7 @@ from integrations.cluster import (
     Outcome,
     Permission,
     PodInfo,
+    RemediationPause,
 )
 from integrations.errors import IntegrationError
 from integrations.signals import SignalCatalog
@@ -189,6 +190,9 @@ class WriteThroughCluster:
 
     def check_permissions(self, needed: Collection[Permission]) -> list[Permission]:
         return self.inner.check_permissions(needed)
+
+    def remediation_pauses(self, node: NodeInfo) -> list[RemediationPause]:
+        return self.inner.remediation_pauses(node)
 
     def cordon(self, node: str) -> Outcome:
         return self._saved(self.inner.cordon(node))

@@ -33,6 +33,7 @@ from bot.engine.leases import LeaseKeeper
 from bot.engine.running import RunEngine
 from bot.engine.state import Deps
 from bot.errors import UserInputError
+from bot.incidents import figures
 from integrations.alertmanager import AlertmanagerSilences, RecordedSilences, Silences
 from integrations.cluster import Cluster
 from integrations.signals import SignalCatalog, load_signal_catalog
@@ -40,7 +41,7 @@ from integrations.telemetry import Telemetry
 from integrations.tickets import RecordedTickets, Tickets, WebhookTickets
 from runbooks import LOG_SIGNATURES_FILE, RUNBOOK_DIR, SIGNALS_FILE
 from storage.checkpointer import make_checkpointer
-from storage.db import create_schema, make_engine
+from storage.db import create_schema, make_engine, session_scope
 
 if TYPE_CHECKING:
     from bot.simulation import Fleet, Scenario, Simulation
@@ -106,11 +107,13 @@ def load_catalogs(settings: Settings) -> tuple[SignalCatalog, ActionRegistry, Ru
 
 def open_database(settings: Settings) -> Engine:
     """The database engine, its schema made ready (migrated, or checked when
-    `storage.migrate` is false)."""
+    `storage.migrate` is false) and the `/metrics` histograms built if they never were."""
     storage = settings.storage
     db = make_engine(storage.url, pool_size=storage.pool_size, max_overflow=storage.max_overflow)
     try:
         create_schema(db, migrate=storage.migrate)
+        with session_scope(db) as session:
+            figures.ensure_built(session)
     except BaseException:
         db.dispose()
         raise

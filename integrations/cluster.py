@@ -91,6 +91,19 @@ class Permission:
         return f"{self.verb} {what}" + (f" ({self.group})" if self.group else "")
 
 
+@dataclass(frozen=True)
+class RemediationPause:
+    """Another remediator told to hold off a node: `controller` (e.g. "NodeHealthCheck") and
+    its object `name` select the node, and `requests` are the pause requests it carries."""
+
+    controller: str
+    name: str
+    requests: tuple[str, ...]
+
+    def describe(self) -> str:
+        return f"{self.controller} {self.name} is paused ({', '.join(self.requests)})"
+
+
 class Cluster(Protocol):
     """Reads and changes Kubernetes objects. Writes are idempotent by construction."""
 
@@ -148,6 +161,11 @@ class Cluster(Protocol):
 
     def label(self, node: str, labels: Mapping[str, str | None]) -> Outcome:
         """Set node labels; a None value removes the key."""
+        ...
+
+    def remediation_pauses(self, node: NodeInfo) -> list[RemediationPause]:
+        """Pause requests of other remediators whose selection includes the node (medik8s
+        NodeHealthChecks with `spec.pauseRequests`); [] when none exist or none is installed."""
         ...
 
     def check_permissions(self, needed: Collection[Permission]) -> list[Permission]:

@@ -7,7 +7,9 @@ exponential backoff on 429 / 5xx / connection errors, and translation of every l
 into `integrations.errors` (`raise ... from exc`). Every name is validated before any request,
 and every write reads first, so a repeated write is `Outcome.ALREADY_DONE`. Drains go through
 the policy/v1 Eviction API only: a PodDisruptionBudget's refusal is retried until the grace
-deadline, then reported per pod; nothing here ever deletes a pod to get round a PDB.
+deadline, then reported per pod; nothing here ever deletes a pod to get round a PDB. Lists are
+paged (`limit`/`continue`); a continue token the server expired (410) restarts the list once.
+medik8s NodeHealthChecks are read as custom objects (a 404 without the CRD means no pauses).
 `REQUIRED_PERMISSIONS` lists exactly the API permissions these calls need (deploy/kubernetes/
 base/clusterrole.yaml grants them; tests/deploy/test_rbac_matches_adapter.py keeps both honest).
 Longer than our usual module because it is the one place allowed to import `kubernetes`;
@@ -22,7 +24,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -31,9 +33,18 @@ import urllib3
 import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+from kubernetes.config import incluster_config
 from kubernetes.config.config_exception import ConfigException
 
-from integrations.cluster import ClusterEvent, DrainReport, NodeInfo, Outcome, Permission, PodInfo
+from integrations.cluster import (
+    ClusterEvent,
+    DrainReport,
+    NodeInfo,
+    Outcome,
+    Permission,
+    PodInfo,
+    RemediationPause,
+)
 from integrations.errors import (
     ClusterConflict,
     ClusterError,
@@ -42,7 +53,13 @@ from integrations.errors import (
     NodeNotFound,
     PodNotFound,
 )
-from integrations.k8s_records import cluster_event, node_info, pod_info, skip_reason
+from integrations.k8s_records import (
+    cluster_event,
+    health_check_pause,
+    node_info,
+    pod_info,
+    skip_reason,
+)
 from integrations.names import (
     check_annotation_value,
     check_container_name,
@@ -53,13 +70,14 @@ from integrations.names import (
     check_qualified_key,
     check_taint_effect,
 )
+from integrations.selectors import InvalidSelector
 from integrations.throttling import TokenBucket, backoff_delay
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 # The config loaders are untyped; give them a type once, here.
 _load_kube_config: Callable[..., None] = config.load_kube_config
-_load_incluster_config: Callable[..., None] = config.load_incluster_config
+_InClusterLoader: Callable[..., Any] = incluster_config.InClusterConfigLoader
 
 GET_NODES = Permission("get", "nodes")
 LIST_NODES = Permission("list", "nodes")
@@ -72,6 +90,8 @@ POD_LOGS = Permission("get", "pods", subresource="log")
 EVICT_PODS = Permission("create", "pods", subresource="eviction")
 LIST_EVENTS = Permission("list", "events")
 REVIEW_ACCESS = Permission("create", "selfsubjectaccessreviews", group="authorization.k8s.io")
+NHC_GROUP, NHC_VERSION, NHC_PLURAL = "remediation.medik8s.io", "v1alpha1", "nodehealthchecks"
+LIST_HEALTH_CHECKS = Permission("list", NHC_PLURAL, group=NHC_GROUP)
 
 REQUIRED_PERMISSIONS: tuple[Permission, ...] = (
     GET_NODES,
@@ -84,6 +104,7 @@ REQUIRED_PERMISSIONS: tuple[Permission, ...] = (
     POD_LOGS,
     EVICT_PODS,
     LIST_EVENTS,
+    LIST_HEALTH_CHECKS,
     REVIEW_ACCESS,
 )
 """Every (verb, resource) the adapter calls: `gpu-oncall cluster check` reviews these."""
@@ -101,8 +122,10 @@ _NODE_LOG_HINT = (
 @dataclass(frozen=True)
 class KubernetesEndpoint:
     """How to reach the API server. `host` (with `token`/`ca_file`) is a direct URL;
-    otherwise `in_cluster` None means: the pod's service account when present, else the
-    kubeconfig (`kubeconfig`, or KUBECONFIG, or ~/.kube/config) and its `context`."""
+    otherwise `in_cluster` None means: the pod's service account when present (a `token` in
+    `service_account_dir`, with its `ca.crt`; the API server from KUBERNETES_SERVICE_HOST and
+    KUBERNETES_SERVICE_PORT), else the kubeconfig (`kubeconfig`, or KUBECONFIG, or
+    ~/.kube/config) and its `context`."""
 
     host: str | None = None
     token: str | None = field(default=None, repr=False)
@@ -111,6 +134,7 @@ class KubernetesEndpoint:
     kubeconfig: str | None = None
     context: str | None = None
     in_cluster: bool | None = None
+    service_account_dir: str = SERVICE_ACCOUNT_DIR
     timeout_seconds: float = 10.0
     retries: int = 3
     backoff_seconds: float = 0.2
@@ -122,10 +146,11 @@ def make_configuration(endpoint: KubernetesEndpoint) -> client.Configuration:
     """A client Configuration for the endpoint; bad or missing credentials raise ClusterError."""
     cfg = client.Configuration()
     in_cluster = endpoint.in_cluster
+    account = endpoint.service_account_dir
     if in_cluster is None:
-        in_cluster = os.path.exists(f"{SERVICE_ACCOUNT_DIR}/token")
+        in_cluster = os.path.exists(os.path.join(account, "token"))
     where = endpoint.kubeconfig or "KUBECONFIG or ~/.kube/config"
-    source = "the in-cluster service account" if in_cluster else f"kubeconfig {where}"
+    source = f"the in-cluster service account ({account})" if in_cluster else f"kubeconfig {where}"
     try:
         if endpoint.host:
             cfg.host = endpoint.host.rstrip("/")
@@ -133,7 +158,11 @@ def make_configuration(endpoint: KubernetesEndpoint) -> client.Configuration:
                 cfg.api_key = {"BearerToken": endpoint.token}
                 cfg.api_key_prefix = {"BearerToken": "Bearer"}
         elif in_cluster:
-            _load_incluster_config(client_configuration=cfg)
+            # The loader re-reads the token file every minute: projected tokens rotate.
+            _InClusterLoader(
+                token_filename=os.path.join(account, "token"),
+                cert_filename=os.path.join(account, "ca.crt"),
+            ).load_and_set(cfg)
         else:
             _load_kube_config(
                 config_file=endpoint.kubeconfig, context=endpoint.context, client_configuration=cfg
@@ -168,6 +197,7 @@ class KubernetesCluster:
         self.api = api_client
         self.core = client.CoreV1Api(api_client)
         self.authz = client.AuthorizationV1Api(api_client)
+        self.custom = client.CustomObjectsApi(api_client)
         self.host = str(api_client.configuration.host)
         self.timeout = timeout_seconds
         self.retries = retries
@@ -394,6 +424,35 @@ class KubernetesCluster:
             reasons=reasons,
         )
 
+    def remediation_pauses(self, node: NodeInfo) -> list[RemediationPause]:
+        """Paused medik8s NodeHealthChecks whose `spec.selector` selects the node: one
+        paginated list of the cluster-scoped `nodehealthchecks.remediation.medik8s.io/v1alpha1`.
+        A 404 (the CRD is not installed) is no pause; a 403 is ClusterForbidden. An NHC whose
+        selector is malformed selects nothing for NHC either, so it is skipped (logged)."""
+        check_node_name(node.name)
+        try:
+            checks = self._pages(
+                LIST_HEALTH_CHECKS,
+                self.custom.list_cluster_custom_object,
+                NHC_GROUP,
+                NHC_VERSION,
+                NHC_PLURAL,
+                missing=_NotServed,
+            )
+        except _NotServed:
+            return []
+        pauses = []
+        for check in checks:
+            try:
+                pause = health_check_pause(check, node.labels)
+            except InvalidSelector as exc:
+                name = (check.get("metadata") or {}).get("name")
+                logger.warning("NodeHealthCheck %s has a malformed selector: %s", name, exc)
+                continue
+            if pause is not None:
+                pauses.append(pause)
+        return pauses
+
     def check_permissions(self, needed: Collection[Permission]) -> list[Permission]:
         """One SelfSubjectAccessReview per permission, for the configured identity."""
         return [self._review(p) for p in needed]
@@ -443,7 +502,15 @@ class KubernetesCluster:
         status, message = int(exc.status or 0), _status_message(exc)
         where = f" '{target}'" if target else ""
         if status == 403:
-            return ClusterForbidden(verb=need.verb, resource=_what(need))
+            group = f".{need.group}" if need.group else ""  # kubectl's resource.group
+            return ClusterForbidden(verb=need.verb, resource=_what(need) + group)
+        if status == 0:  # the client's own SSLError, before any answer
+            reason = " ".join(str(exc.reason or "").split())
+            return ClusterError(
+                f"TLS with the Kubernetes API at {self.host} failed ({need.verb} {_what(need)}): "
+                f"{reason}; check the CA it trusts (the service account's ca.crt or the "
+                "kubeconfig's certificate-authority) and the server's certificate"
+            )
         if status == 401:
             return ClusterError(
                 f"the Kubernetes API at {self.host} refused the bot's credentials (401): "
@@ -451,6 +518,8 @@ class KubernetesCluster:
             )
         if status == 404 and missing is not None:
             return missing()
+        if status == 410:
+            return _ContinueExpired(f"{need.verb} {_what(need)}: {message}")
         if status == 409:
             return ClusterConflict(f"{need.verb} {_what(need)}{where}: conflict (409): {message}")
         if status == 429 and need is EVICT_PODS:
@@ -460,26 +529,45 @@ class KubernetesCluster:
         )
 
     def _pages(
-        self, need: Permission, call: Callable[..., Any], *args: Any, **kw: Any
-    ) -> Iterator[Any]:
-        """Items of a list call, page by page (`limit` / `continue`)."""
-        token: str | None = None
-        while True:
-            page = self._send(
-                need,
-                functools.partial(
-                    call,
-                    *args,
-                    limit=self.page_size,
-                    _continue=token,
-                    _request_timeout=self.timeout,
-                    **kw,
-                ),
-            )
-            yield from page.items or []
-            token = page.metadata._continue if page.metadata else None
-            if not token:
-                return
+        self,
+        need: Permission,
+        call: Callable[..., Any],
+        *args: Any,
+        missing: Callable[[], ClusterError] | None = None,
+        **kw: Any,
+    ) -> list[Any]:
+        """Items of a list call, page by page (`limit` / `continue`). A continue token the
+        server no longer honours (410 Gone: etcd compacted past it) restarts the list from the
+        first page, once, dropping the pages already read so nothing is seen twice."""
+        for attempt in range(2):
+            items: list[Any] = []
+            token: str | None = None
+            try:
+                while True:
+                    page = self._send(
+                        need,
+                        functools.partial(
+                            call,
+                            *args,
+                            limit=self.page_size,
+                            _continue=token,
+                            _request_timeout=self.timeout,
+                            **kw,
+                        ),
+                        missing=missing,
+                    )
+                    got, token = _page_parts(page)
+                    items.extend(got)
+                    if not token:
+                        return items
+            except _ContinueExpired as exc:
+                if token is None or attempt == 1:
+                    raise ClusterError(
+                        f"Kubernetes API at {self.host}: {need.verb} {_what(need)} could not "
+                        f"be paged: the continue token expired again after a restart ({exc})"
+                    ) from exc
+                logger.info("%s %s: continue token expired; listing again", need.verb, _what(need))
+        raise AssertionError("unreachable: the loop returns or raises")
 
     def _get_raw(self, path: str, path_params: dict[str, str], query: list[tuple[str, str]]) -> str:
         """GET a non-generated path (the node log proxy with `query`), as text."""
@@ -668,6 +756,24 @@ def _file_listing(text: str) -> bool:
     """A Go http.FileServer directory listing: the kubelet's /logs/ without NodeLogQuery."""
     head = text.lstrip()[:200].lower()
     return head.startswith("<pre>") or (head.startswith("<!doctype html>") and "<pre>" in head)
+
+
+class _ContinueExpired(ClusterError):
+    """410 Gone: a list's continue token outlived the server's compaction window."""
+
+
+class _NotServed(ClusterError):
+    """404 on a custom resource list: its CRD is not installed."""
+
+    def __init__(self) -> None:
+        super().__init__("the custom resource is not served by this cluster")
+
+
+def _page_parts(page: Any) -> tuple[list[Any], str | None]:
+    """(items, continue token) of a list page: a typed model, or a dict for custom objects."""
+    if isinstance(page, dict):
+        return list(page.get("items") or []), (page.get("metadata") or {}).get("continue")
+    return list(page.items or []), (page.metadata._continue if page.metadata else None)
 
 
 class _KubeletRefused(Exception):

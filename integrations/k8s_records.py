@@ -1,5 +1,5 @@
-"""API objects -> the Cluster port's records (NodeInfo, PodInfo, ClusterEvent), and which pods
-a drain leaves alone.
+"""API objects -> the Cluster port's records (NodeInfo, PodInfo, ClusterEvent,
+RemediationPause), and which pods a drain leaves alone.
 
 Reads attributes of the kubernetes client's models without importing `kubernetes` (only
 `integrations.k8s` may); pure functions, no I/O.
@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from integrations.cluster import ClusterEvent, NodeInfo, PodInfo
+from integrations.cluster import ClusterEvent, NodeInfo, PodInfo, RemediationPause
+from integrations.selectors import matches
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 _EPOCH = datetime.min.replace(tzinfo=UTC)
@@ -77,6 +78,21 @@ def cluster_event(event: Any) -> ClusterEvent:
         type=event.type or "Normal",
         namespace=involved.namespace or "",
     )
+
+
+def health_check_pause(
+    check: Mapping[str, Any], labels: Mapping[str, str]
+) -> RemediationPause | None:
+    """The pause of a medik8s NodeHealthCheck (a custom object, as JSON) when it selects a node
+    with these `labels` and has `spec.pauseRequests`; None otherwise. An empty or missing
+    `spec.selector` selects every node, as NHC's own `LabelSelectorAsSelector` does; a
+    malformed one raises `selectors.InvalidSelector`."""
+    spec = check.get("spec") or {}
+    requests = tuple(str(r) for r in spec.get("pauseRequests") or [])
+    if not requests or not matches(spec.get("selector"), labels):
+        return None
+    name = str((check.get("metadata") or {}).get("name", ""))
+    return RemediationPause(controller="NodeHealthCheck", name=name, requests=requests)
 
 
 def controller(owners: list[Any]) -> Any:

@@ -177,6 +177,14 @@ def translate(err: exc.SQLAlchemyError, *, engine: Engine | None = None) -> Stor
                 f"database refused the write{where}: it refers to an incident, run or alert "
                 "that does not exist"
             )
+        if "unique" in detail.lower() or "duplicate key" in detail.lower():
+            # SQLite: "UNIQUE constraint failed: t.a, t.b"; PostgreSQL: "duplicate key value
+            # violates unique constraint "uq_..."" plus a DETAIL line: one line for both.
+            first = detail.strip().splitlines()[0] if detail.strip() else detail
+            return ConflictError(
+                f"database refused the write{where}: a row with the same unique key already "
+                f"exists ({first})"
+            )
         return ConflictError(f"database refused the write{where}: {detail}")
     if isinstance(err, exc.OperationalError):
         if "locked" in detail or "busy" in detail:

@@ -125,7 +125,8 @@ class AdvisoryLockLeadership:
                 self._leading = bool(row.fetchone()[0])
             except psycopg.Error as exc:
                 if self._leading:
-                    logger.warning("lost leadership of periodic jobs: %s (%s)", exc, self._where)
+                    reason = " ".join(str(exc).split())  # libpq's messages span lines
+                    logger.warning("lost leadership of periodic jobs: %s (%s)", reason, self._where)
                 self._drop()
                 return False
             if self._leading:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Column, DateTime, Index, UniqueConstraint, text
+from sqlalchemy import JSON, BigInteger, Column, DateTime, Index, UniqueConstraint, text
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel
@@ -267,3 +267,26 @@ class WorkItem(SQLModel, table=True):
     last_error: str | None = None
     created_at: datetime = _at()
     finished_at: datetime | None = _at(nullable=True)
+
+
+class FigureBucket(SQLModel, table=True):
+    """How many incidents have one MTTR figure in one histogram bucket, per runbook, layer and
+    severity, and the sum of those figures: `/metrics` renders from these rows alone.
+
+    Maintained in the same transaction as every incident change: just before it commits, the
+    difference between the changed incidents' figures before and after it is added
+    (`bot/incidents/figures.py`) with one `count = count + excluded.count` upsert in key order,
+    so concurrent replicas never lose an increment nor deadlock on these rows.
+    `bucket` is the index of the first bound the figure fits under (the number of bounds for
+    +Inf); `micros` sums the figures in microseconds, exactly.
+    """
+
+    __tablename__ = "figure_buckets"
+
+    figure: str = Field(primary_key=True)  # mttd | mtta | time_to_diagnosis | mttm | mttr
+    runbook: str = Field(primary_key=True)
+    layer: str = Field(primary_key=True)  # "undiagnosed" until a verdict names one
+    severity: str = Field(primary_key=True)
+    bucket: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
+    observations: int = Field(sa_column=Column(BigInteger, nullable=False))
+    micros: int = Field(sa_column=Column(BigInteger, nullable=False))

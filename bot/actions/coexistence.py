@@ -4,16 +4,18 @@ Pure: reads a `NodeInfo` and decides; the actions in `registry.py` do the I/O. T
 ownership when it cordons or taints (annotations naming the bot, the incident and the reason,
 in the spirit of draino's `cordon-by`/`cordon-reason`), refuses to touch a node another party
 holds (someone else's cordon, a medik8s remediation or maintenance in progress, the medik8s
-opt-out label, our own protected-node label), cancels a queued action for a node a human
-uncordoned after the bot cordoned it, and uncordons only nodes it cordoned itself.
+opt-out label, our own protected-node label, a paused NodeHealthCheck selecting it), cancels
+a queued action for a node a human uncordoned after the bot cordoned it, and uncordons only
+nodes it cordoned itself.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from integrations.cluster import NodeInfo
+from integrations.cluster import NodeInfo, RemediationPause
 
 BOT = "gpu-oncall"
 
@@ -106,6 +108,15 @@ def refusal(node: NodeInfo, markers: Markers) -> str | None:
     if node.unschedulable and not markers.owns_cordon(node):
         return f"{node.name} was cordoned by someone else{_foreign_owner(node, markers)}"
     return None
+
+
+def pause_refusal(node: NodeInfo, pauses: Sequence[RemediationPause]) -> str | None:
+    """Why the bot must not cordon, drain or taint a node that a paused remediator selects
+    (a medik8s NodeHealthCheck with `spec.pauseRequests`: whoever paused it wants the nodes
+    left alone), naming each one and its pause requests; None when nothing is paused."""
+    if not pauses:
+        return None
+    return f"{node.name} is under a paused remediator: " + "; ".join(p.describe() for p in pauses)
 
 
 def human_override(node: NodeInfo, markers: Markers, *, incident: str) -> str | None:

@@ -16,6 +16,7 @@ from bot.actions.coexistence import (
     BOT,
     Markers,
     human_override,
+    pause_refusal,
     refusal,
     uncordon_refusal,
 )
@@ -99,6 +100,7 @@ def node_actions(markers: Markers) -> list[ActionSpec]:
         if stop is not None:
             return stop
         if node.unschedulable:
+            _mark_claimed_cordon_done(ctx, node, markers)
             return ActionResult(Outcome.ALREADY_DONE.value, f"{node.name} already cordoned")
         _cordon_owned(ctx, node.name, markers, reason=_reason(ctx, params))
         return ActionResult(Outcome.CHANGED.value, f"{node.name} cordoned", _owner(ctx))
@@ -122,6 +124,8 @@ def node_actions(markers: Markers) -> list[ActionSpec]:
             return stop
         if not node.unschedulable:  # a drain cordons first, and the cordon is owned
             _cordon_owned(ctx, node.name, markers, reason=_reason(ctx, params))
+        else:
+            _mark_claimed_cordon_done(ctx, node, markers)
         report = ctx.cluster.drain(node.name, grace=grace)
         return _drained(node.name, report)
 
@@ -177,14 +181,26 @@ def _read_node(ctx: ActionContext, target: str) -> NodeInfo:
 
 def _stopped(node: NodeInfo, ctx: ActionContext, markers: Markers) -> ActionResult | None:
     """A cancelled result when a human undid the bot's cordon for this incident; a refused
-    one when another party holds the node; None when the action may go ahead."""
+    one when another party holds the node (its markers, then a paused remediator selecting
+    it: one read of the cluster); None when the action may go ahead."""
     cancelled = human_override(node, markers, incident=ctx.incident)
     if cancelled is not None:
         return ActionResult("cancelled", f"cancelled: {cancelled}", {"reason": cancelled})
     refused = refusal(node, markers)
+    if refused is None:
+        refused = pause_refusal(node, ctx.cluster.remediation_pauses(node))
     if refused is not None:
         return ActionResult("refused", f"refused: {refused}", {"reason": refused})
     return None
+
+
+def _mark_claimed_cordon_done(ctx: ActionContext, node: NodeInfo, markers: Markers) -> None:
+    """A cordon this incident claimed, which landed after its worker stopped (the PATCH was
+    applied, the `cordoned-at` mark never written): mark it done now, so a person's later
+    uncordon is recognised and never undone (`human_override`)."""
+    ours = markers.owns_cordon(node) and node.annotations.get(markers.incident) == ctx.incident
+    if ours and markers.cordoned_at not in node.annotations:
+        ctx.cluster.annotate(node.name, markers.cordon_done(at=ctx.clock.now()))
 
 
 def _cordon_owned(ctx: ActionContext, node: str, markers: Markers, *, reason: str) -> None:

@@ -67,7 +67,7 @@ class LeaseKeeper:
         self.clock: Clock = clock or SystemClock()
         self._lock = threading.Lock()
         self._held = 0
-        self._wake = threading.Event()
+        self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     @classmethod
@@ -85,12 +85,15 @@ class LeaseKeeper:
 
     @contextmanager
     def holding(self) -> Iterator[None]:
-        """Keep this worker's leases alive while the block runs."""
+        """Keep this worker's leases alive while the block runs. The heartbeat thread runs
+        only while some block holds claims, so an idle process (or a closed runtime) keeps no
+        thread behind."""
         with self._lock:
             self._held += 1
             if self._thread is None:
+                self._stop = threading.Event()
                 self._thread = threading.Thread(
-                    target=self._beat, name="lease-heartbeat", daemon=True
+                    target=self._beat, args=(self._stop,), name="lease-heartbeat", daemon=True
                 )
                 self._thread.start()
         try:
@@ -98,13 +101,12 @@ class LeaseKeeper:
         finally:
             with self._lock:
                 self._held -= 1
+                if self._held == 0:
+                    self._stop.set()
+                    self._thread = None
 
-    def _beat(self) -> None:
-        while not self._wake.wait(self.terms.heartbeat.total_seconds()):
-            with self._lock:
-                held = self._held
-            if not held:
-                continue
+    def _beat(self, stop: threading.Event) -> None:
+        while not stop.wait(self.terms.heartbeat.total_seconds()):
             try:
                 with session_scope(self.db) as session:
                     work_store.heartbeat(
@@ -115,4 +117,6 @@ class LeaseKeeper:
 
     def stop(self) -> None:
         """Stop the heartbeat thread (tests; a process exit stops it anyway)."""
-        self._wake.set()
+        with self._lock:
+            self._stop.set()
+            self._thread = None

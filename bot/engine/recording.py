@@ -303,11 +303,16 @@ class Recorder:
             summary = f"Actions skipped: {done.output.get('reason')}"
             self._note(done, EventKind.ACTION_SKIPPED, summary)
             return
+        # An act step is recorded once, when its output first reaches the engine. A result
+        # marked `repeated` is an action a stopped worker carried out before this worker took
+        # the run over: the ledger kept its result, the timeline never got it, so it goes on
+        # the timeline now, saying so.
         for result in done.output.get("results", []):
-            if result.get("repeated"):
-                continue
             kind = _ACTION_EVENTS.get(str(result.get("outcome")), EventKind.ACTION_SUCCEEDED)
-            self._note(done, kind, str(result.get("detail")), payload=result)
+            detail = str(result.get("detail"))
+            if result.get("repeated"):
+                detail += " (carried out before the run was taken over)"
+            self._note(done, kind, detail, payload=result)
 
     def _on_verify(self, done: StepDone) -> None:
         status = done.output.get("status")

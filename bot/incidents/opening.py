@@ -2,7 +2,8 @@
 timeline events as `lifecycle.open_incident`, in a few statements whatever their number.
 
 `lifecycle.open_incident` builds its events with `opening_events` too, so both paths write the
-same timeline. Times are passed in; the caller commits.
+same timeline. The inserts bypass the ORM, so the `/metrics` histograms are told explicitly
+(`figures.record_inserted`). Times are passed in; the caller commits.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from sqlmodel import Session
 
+from bot.incidents import figures
 from bot.incidents.timeline import ALERTMANAGER, PINNED_BY_DEFAULT, EventKind
 from storage import incidents as store
 from storage.tables import Incident
@@ -67,6 +69,7 @@ def open_or_attach_many(
             }
         )
     created = store.insert_incidents(session, rows)
+    figures.record_inserted(session, created.values())
     lost = [key for key in missing if key not in created]  # another replica opened them first
     found.update(store.find_open_incidents(session, lost))
     events = [

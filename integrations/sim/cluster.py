@@ -9,6 +9,7 @@ permission raises ClusterForbidden just as a 403 does on a real cluster.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Collection, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -20,6 +21,7 @@ from integrations.cluster import (
     Outcome,
     Permission,
     PodInfo,
+    RemediationPause,
 )
 from integrations.errors import ClusterForbidden, NodeNotFound
 from integrations.names import (
@@ -32,6 +34,7 @@ from integrations.names import (
     check_qualified_key,
     check_taint_effect,
 )
+from integrations.selectors import InvalidSelector
 from integrations.sim.fleet import Fleet
 from integrations.sim.marking import render_taints
 
@@ -156,6 +159,18 @@ class SimCluster:
                 check_label_value(value)
         self._allowed("patch", "nodes")
         return self.fleet.label(name, labels)
+
+    def remediation_pauses(self, node: NodeInfo) -> list[RemediationPause]:
+        """Paused NodeHealthChecks (`fleet.set_health_check`) selecting the node; none unless
+        a test added one. One with a malformed selector is skipped, as KubernetesCluster does."""
+        check_node_name(node.name)
+        self._allowed("list", "nodehealthchecks")
+        pauses = []
+        for check in sorted(self.fleet.health_checks.values(), key=lambda c: c.name):
+            with contextlib.suppress(InvalidSelector):
+                if (pause := check.pause_for(node.labels)) is not None:
+                    pauses.append(pause)
+        return pauses
 
     def _allowed(self, verb: str, resource: str) -> None:
         if (verb, resource) in self.denied:

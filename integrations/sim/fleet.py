@@ -24,8 +24,10 @@ from integrations.sim.job_logs import workload_lines
 from integrations.sim.logs import boot_lines, pod_lines, render_kernel_line
 from integrations.sim.marking import (
     SimBudget,
+    SimHealthCheck,
     budget_fields,
     budget_refusal,
+    health_check_fields,
     node_labels,
     remove_taint,
     set_annotations,
@@ -77,6 +79,7 @@ class Fleet:
         self.pods: dict[tuple[str, str], SimPod] = {}
         self.faults: list[ActiveFault] = []
         self.budgets: list[SimBudget] = []
+        self.health_checks: dict[str, SimHealthCheck] = {}
         self.cordon_calls: Counter[str] = Counter()
         self.uncordon_calls: Counter[str] = Counter()
         self.drain_calls: Counter[str] = Counter()
@@ -285,6 +288,13 @@ class Fleet:
             self._write("budget", None, budget=budget_fields(budget))
             self.budgets.append(budget)
 
+    def set_health_check(self, check: SimHealthCheck) -> None:
+        """Create or replace a medik8s NodeHealthCheck (by name); pausing one is setting it
+        again with `pause_requests`, resuming is setting it with none."""
+        with self._lock:
+            self._write("health_check", None, check=health_check_fields(check))
+            self.health_checks[check.name] = check
+
     def repair(self, node: str) -> int:
         """End every active fault on the node now (a part swapped, a cable reseated, a
         reboot). Returns how many faults ended. Persistent hardware flags keep their value."""
@@ -359,6 +369,12 @@ class Fleet:
             self._delete_pod(t, pod=entry["pod"], namespace=entry["namespace"], grace=grace)
         elif verb == "budget":
             self.budgets.append(SimBudget(**entry["budget"]))
+        elif verb == "health_check":
+            fields = entry["check"]
+            check = SimHealthCheck(
+                fields["name"], fields["selector"], tuple(fields["pause_requests"])
+            )
+            self.health_checks[check.name] = check
         else:
             raise ScenarioError(f"simulated fleet state: unknown write '{verb}'")
 

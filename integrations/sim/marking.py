@@ -1,4 +1,5 @@
-"""Marks on simulated nodes and pods: labels, taints, annotations, and PodDisruptionBudgets.
+"""Marks on simulated nodes and pods: labels, taints, annotations, PodDisruptionBudgets, and
+other remediators' pause switches (medik8s NodeHealthChecks with pause requests).
 
 Pure functions over a node's `NodeState` and the fleet's pods, used by the Fleet's journaled
 writes so a replay applies them the same way. Each write says whether it changed anything.
@@ -11,7 +12,8 @@ from dataclasses import dataclass
 from math import ceil
 from typing import Any
 
-from integrations.cluster import Outcome
+from integrations.cluster import Outcome, RemediationPause
+from integrations.selectors import matches
 from integrations.sim.pods import SimPod
 from integrations.sim.states import NodeState
 from integrations.sim.topology import NodeSpec
@@ -141,4 +143,27 @@ def budget_fields(budget: SimBudget) -> dict[str, Any]:
         "match_labels": dict(budget.match_labels),
         "min_available": budget.min_available,
         "max_unavailable": budget.max_unavailable,
+    }
+
+
+@dataclass(frozen=True)
+class SimHealthCheck:
+    """A medik8s NodeHealthCheck: the nodes its `selector` (a LabelSelector as JSON) selects,
+    and its `pause_requests` (none: it is not paused)."""
+
+    name: str
+    selector: Mapping[str, Any]
+    pause_requests: tuple[str, ...] = ()
+
+    def pause_for(self, labels: Mapping[str, str]) -> RemediationPause | None:
+        if not self.pause_requests or not matches(self.selector, labels):
+            return None
+        return RemediationPause("NodeHealthCheck", self.name, tuple(self.pause_requests))
+
+
+def health_check_fields(check: SimHealthCheck) -> dict[str, Any]:
+    return {
+        "name": check.name,
+        "selector": dict(check.selector),
+        "pause_requests": list(check.pause_requests),
     }

@@ -18,7 +18,7 @@ import pytest
 
 from integrations.cluster import Cluster
 from integrations.sim import Fleet, SimCluster
-from integrations.sim.marking import SimBudget
+from integrations.sim.marking import SimBudget, SimHealthCheck
 from integrations.sim.pods import SimPod
 from tests.servers.fake_kube import FakeKube, KubeRequest, start_fake_kube
 from tests.servers.kube_world import (
@@ -51,6 +51,16 @@ class World:
         else:
             self.fleet.add_budget(SimBudget(name, namespace, labels, **spec))
 
+    def add_health_check(
+        self, name: str, selector: dict[str, Any], pause_requests: list[str] | None = None
+    ) -> None:
+        """A medik8s NodeHealthCheck selecting nodes by `selector`, paused by `pause_requests`."""
+        if self.fake is not None:
+            self.fake.add_health_check(name, selector=selector, pause_requests=pause_requests)
+        else:
+            check = SimHealthCheck(name, selector, tuple(pause_requests or ()))
+            self.fleet.set_health_check(check)
+
     def add_mirror_pod(self, name: str, namespace: str, *, node: str) -> None:
         """A static pod's mirror on `node` (no scenario defines one)."""
         if self.fake is not None:
@@ -59,9 +69,9 @@ class World:
             pod = SimPod(name, namespace, node, "Running", None, {}, mirror=True)
             self.fleet.pods[(namespace, name)] = pod
 
-    def deny(self, verb: str, resource: str, subresource: str = "") -> None:
+    def deny(self, verb: str, resource: str, subresource: str = "", group: str = "") -> None:
         if self.fake is not None:
-            self.fake.deny(verb, resource, subresource=subresource)
+            self.fake.deny(verb, resource, group=group, subresource=subresource)
         else:
             assert isinstance(self.cluster, SimCluster)
             self.cluster.deny(verb, resource + (f"/{subresource}" if subresource else ""))

@@ -9,7 +9,11 @@ survives our taint (a 409 on the API, retried); annotate/label add and remove; d
 twice; drain evicts workload pods through the Eviction API and skips DaemonSet and mirror pods;
 a PDB-blocked eviction is reported per pod with its reason and no DELETE is sent; an unknown
 node raises NodeNotFound; a refused permission raises ClusterForbidden naming verb and
-resource; hostile names are refused before any request; check_permissions.
+resource; hostile names are refused before any request; check_permissions; medik8s
+NodeHealthCheck pauses: none without the CRD (a 404 on the API), a paused NHC whose selector
+(matchLabels + matchExpressions) selects the node is reported with its pause requests (one
+paginated list), unpaused or non-selecting NHCs are not, one with a malformed selector is
+skipped (it selects nothing for NHC either), and a refused list names the permission.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from datetime import timedelta
 
 import pytest
 
-from integrations.cluster import Outcome, Permission
+from integrations.cluster import Outcome, Permission, RemediationPause
 from integrations.errors import ClusterForbidden, InvalidName, NodeNotFound
 from tests.contracts.conftest import World
 from tests.servers.kube_world import T0
@@ -282,3 +286,56 @@ def test_check_permissions_says_which_are_granted(world: World) -> None:
             {"verb": "patch", "group": "", "resource": "nodes"},
             {"verb": "create", "group": "", "resource": "pods", "subresource": "eviction"},
         ]
+
+
+NHC_PATH = "/apis/remediation.medik8s.io/v1alpha1/nodehealthchecks"
+
+
+def test_no_health_checks_means_no_pauses(world: World) -> None:
+    node = world.cluster.nodes([NODE])[0]
+    assert world.cluster.remediation_pauses(node) == []
+    if world.fake is not None:  # the CRD is not installed: a 404, read as "nothing paused"
+        (listed,) = world.sent("GET", path=NHC_PATH)
+        assert (listed.path, listed.status) == (NHC_PATH, 404)
+
+
+def test_a_paused_health_check_selecting_the_node_is_reported(world: World) -> None:
+    rack = {
+        "matchLabels": {"gpu-oncall.io/rack": "rack-00"},
+        "matchExpressions": [
+            {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": ["gpu-node-00"]}
+        ],
+    }
+    world.add_health_check("nhc-rack-00", rack, ["upgrade-window", "ticket-4711"])
+    world.add_health_check("nhc-all-workers", {}, None)  # selects every node, not paused
+    elsewhere = {"matchExpressions": [{"key": "gpu-oncall.io/rack", "operator": "DoesNotExist"}]}
+    world.add_health_check("nhc-unracked", elsewhere, ["freeze"])
+    node, excluded = world.cluster.nodes([NODE, "gpu-node-00"])
+    assert world.cluster.remediation_pauses(node) == [
+        RemediationPause("NodeHealthCheck", "nhc-rack-00", ("upgrade-window", "ticket-4711"))
+    ]
+    assert world.cluster.remediation_pauses(excluded) == []
+    if world.fake is not None:  # three objects in pages of two, per call
+        lists = world.sent("GET", path=NHC_PATH)
+        assert [r.query.get("limit") for r in lists] == ["2"] * 4
+        assert [bool(r.query.get("continue")) for r in lists] == [False, True] * 2
+        assert {r.status for r in lists} == {200}
+
+
+def test_a_refused_health_check_list_names_the_permission(world: World) -> None:
+    world.add_health_check("nhc-all", {}, ["freeze"])
+    world.deny("list", "nodehealthchecks", group="remediation.medik8s.io")
+    node = world.cluster.nodes([NODE])[0]
+    with pytest.raises(ClusterForbidden, match=r"may not list nodehealthchecks"):
+        world.cluster.remediation_pauses(node)
+    if world.fake is not None:
+        refused = [r.permission for r in world.sent() if r.status == 403]
+        assert refused == [("list", "remediation.medik8s.io", "nodehealthchecks", "")]
+
+
+def test_a_health_check_with_a_malformed_selector_pauses_nothing(world: World) -> None:
+    bad = {"matchExpressions": [{"key": "gpu-oncall.io/rack", "operator": "Equals"}]}
+    world.add_health_check("nhc-typo", bad, ["upgrade-window"])
+    world.add_health_check("nhc-all", {}, ["freeze"])
+    node = world.cluster.nodes([NODE])[0]
+    assert [p.name for p in world.cluster.remediation_pauses(node)] == ["nhc-all"]

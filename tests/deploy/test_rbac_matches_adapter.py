@@ -50,6 +50,7 @@ def test_the_clusterrole_grants_exactly_the_required_permissions() -> None:
 def fake() -> Iterator[FakeKube]:
     with start_fake_kube() as fake:
         fake.seed_from_fleet(contract_fleet())
+        fake.add_health_check("nhc-workers", selector={}, pause_requests=["upgrade"])
         fake.grant_only(role_permissions())
         yield fake
 
@@ -68,6 +69,7 @@ def exercise_every_call(cluster: KubernetesCluster) -> None:
     cluster.untaint(NODE, key="gpu-oncall.io/quarantine")
     cluster.annotate(NODE, {"gpu-oncall.io/cordoned-by": "gpu-oncall"})
     cluster.label(NODE, {"gpu-oncall.io/protected": None})
+    cluster.remediation_pauses(cluster.nodes([NODE])[0])
     cluster.delete_pod("llm-pretrain-worker-0", "ml", grace=timedelta(seconds=30))
     cluster.drain(NODE, grace=timedelta(seconds=30))
     cluster.check_permissions(REQUIRED_PERMISSIONS)

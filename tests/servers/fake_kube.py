@@ -11,6 +11,11 @@ the kubelet node log query through `/api/v1/nodes/N/proxy/logs/`, SelfSubjectAcc
 and 401 / 403 / 404 as Status bodies. Each request is kept in `requests` with its RBAC
 attributes so tests assert on what the API received.
 
+`stall(method, path_contains)` holds a request until the test releases it (applied, or
+answered with an error), so a client can be killed in the middle of a write.
+medik8s NodeHealthChecks (`add_health_check`; the list 404s, as without the CRD, until one is
+added), an expiring `continue` token (`expire_continue`: 410 Gone as after etcd compaction),
+and TLS with a given certificate (`tls=`, for the in-cluster service-account path).
 `seed_from_fleet(fleet)` mirrors a simulated fleet; `write_kubeconfig(path)` points a client
 at the fake; `start_fake_kube()` is the context manager tests use.
 """
@@ -20,6 +25,7 @@ from __future__ import annotations
 import base64
 import itertools
 import json
+import ssl
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -47,6 +53,8 @@ PATCH_TYPES = (
 )
 KERNEL_LOG_FILE = "kern.log"
 PDB_MESSAGE = "Cannot evict pod as it would violate the pod's disruption budget."
+STALL_SECONDS = 120.0
+"""The longest a stalled request is held if the test never releases it."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +95,32 @@ class _Failure:
     path_contains: str | None
 
 
+@dataclass
+class Stall:
+    """One request held by the fake (`FakeKube.stall`): `arrived` is set when it reaches the
+    server, `request` says what it was; it waits until `release()`, then is applied as usual,
+    or answered with `status` (nothing applied) when given. A test kills the client in between
+    to crash it in the middle of a write."""
+
+    method: str
+    path_contains: str
+    where: Callable[[Any], bool] | None = None
+    """Hold only a request whose parsed body this accepts."""
+    arrived: threading.Event = field(default_factory=threading.Event)
+    request: tuple[str, str, Any] | None = None
+    """(method, path, body) of the held request, once it arrived."""
+    status: int | None = None
+    _released: threading.Event = field(default_factory=threading.Event)
+
+    def release(self, *, status: int | None = None) -> None:
+        """Let the held request go on: applied, or answered with `status` and not applied."""
+        self.status = status
+        self._released.set()
+
+    def wait_released(self, seconds: float) -> bool:
+        return self._released.wait(seconds)
+
+
 class _Answer(Exception):
     """Raised inside a route to answer with a Status (or a text body)."""
 
@@ -107,6 +141,10 @@ class FakeKube:
     pods: dict[tuple[str, str], JSON] = field(default_factory=dict)
     events: list[JSON] = field(default_factory=list)
     pdbs: dict[tuple[str, str], JSON] = field(default_factory=dict)
+    health_checks: dict[str, JSON] = field(default_factory=dict)
+    """NodeHealthChecks by name; while empty the CRD counts as not installed (404)."""
+    tls: tuple[Path, Path] | None = None
+    """(certificate chain, key): serve HTTPS with them."""
     rules: Rules = field(default_factory=Rules)
     requests: list[KubeRequest] = field(default_factory=list)
     source: LiveSource | None = None
@@ -119,6 +157,8 @@ class FakeKube:
     kernel_logs: dict[str, list[str]] = field(default_factory=dict)
     _rv: Iterator[int] = field(default_factory=lambda: itertools.count(1000))
     _failures: list[_Failure] = field(default_factory=list)
+    _expire_continue: int = 0
+    _stalls: list[Stall] = field(default_factory=list)
     _interference: dict[str, list[JSON | None]] = field(default_factory=dict)
     _lock: threading.RLock = field(default_factory=threading.RLock)
     _server: ThreadingHTTPServer | None = None
@@ -131,11 +171,15 @@ class FakeKube:
         if self._server is None:
             raise RuntimeError("FakeKube is not started")
         host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return f"{'https' if self.tls else 'http'}://{host!s}:{port}"
 
     def start(self) -> FakeKube:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
+        if self.tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*self.tls)
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
@@ -143,6 +187,7 @@ class FakeKube:
         return self
 
     def stop(self) -> None:
+        self.release_stalls()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -213,6 +258,22 @@ class FakeKube:
             ko.budget(pdb, covered)  # the controller's first count of expected pods
         return pdb
 
+    def add_health_check(
+        self, name: str, *, selector: JSON | None = None, pause_requests: list[str] | None = None
+    ) -> JSON:
+        """A medik8s NodeHealthCheck (cluster-scoped, remediation.medik8s.io/v1alpha1)
+        selecting nodes by `selector` (a LabelSelector), paused by `pause_requests`."""
+        check = ko.health_check_object(name, selector=selector, pause_requests=pause_requests)
+        with self._lock:
+            self._store(check)
+            self.health_checks[name] = check
+        return check
+
+    def expire_continue(self, *, times: int = 1) -> None:
+        """The next `times` list requests that carry a `continue` token get 410 Gone
+        (reason Expired), as when etcd compacted past the token's revision."""
+        self._expire_continue += times
+
     def add_event(
         self,
         *,
@@ -259,6 +320,17 @@ class FakeKube:
     ) -> None:
         """Answer the next `times` matching requests with `status` (503, 500, 429 throttle)."""
         self._failures.append(_Failure(status, times, method, path_contains))
+
+    def stall(
+        self, method: str, path_contains: str, *, where: Callable[[Any], bool] | None = None
+    ) -> Stall:
+        """Hold the next request of `method` whose path contains `path_contains` (and whose
+        body `where` accepts) until the returned handle is released (see `Stall`); later
+        matching requests pass."""
+        held = Stall(method, path_contains, where)
+        with self._lock:
+            self._stalls.append(held)
+        return held
 
     def interfere(self, node: str, *, times: int = 1, taint: str | None = None) -> None:
         """Another writer changes the node right after each of the next `times` reads of it
@@ -314,6 +386,22 @@ class FakeKube:
                     return failure
         return None
 
+    def _take_stall(self, method: str, path: str, body: Any) -> Stall | None:
+        with self._lock:
+            for held in self._stalls:
+                matches = held.method == method and held.path_contains in path
+                if matches and held.request is None and (held.where is None or held.where(body)):
+                    held.request = (method, path, body)
+                    return held
+        return None
+
+    def release_stalls(self) -> None:
+        """Let every held request go on (applied): for a test's teardown."""
+        with self._lock:
+            for held in self._stalls:
+                if not held.wait_released(0):
+                    held.release()
+
     def _interfere_after_read(self, name: str) -> None:
         pending = self._interference.get(name)
         if not pending:
@@ -337,6 +425,9 @@ class FakeKube:
     def list_page(self, kind: str, items: list[JSON], query: dict[str, str]) -> JSON:
         """A `<kind>List` honouring `limit` and `continue` (an opaque offset token)."""
         start = 0
+        if query.get("continue") and self._expire_continue > 0:
+            self._expire_continue -= 1
+            raise _fail(410, "Expired", ko.EXPIRED_CONTINUE)
         if query.get("continue"):
             start = json.loads(base64.urlsafe_b64decode(query["continue"]))["offset"]
         limit = int(query.get("limit") or 0)
@@ -393,7 +484,10 @@ def _handler(fake: FakeKube) -> type[BaseHTTPRequestHandler]:
             fake.requests.append(
                 KubeRequest(method, split.path, query, content_type, body, info, code)
             )
-            self._reply(code, answer, headers)
+            try:
+                self._reply(code, answer, headers)
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True  # the client died while its request was held
 
         def _answer(
             self,
@@ -404,8 +498,15 @@ def _handler(fake: FakeKube) -> type[BaseHTTPRequestHandler]:
             info: RequestInfo | None,
             content_type: str,
         ) -> tuple[int, Any, dict[str, str]]:
-            if self.headers.get("Authorization") != f"Bearer {TOKEN}":
+            scheme, _, token = (self.headers.get("Authorization") or "").partition(" ")
+            if scheme.lower() != "bearer" or token != TOKEN:  # the scheme is case-insensitive
                 return 401, ko.status_body(401, "Unauthorized", "Unauthorized"), {}
+            held = fake._take_stall(method, path, body)
+            if held is not None:
+                held.arrived.set()
+                held.wait_released(STALL_SECONDS)  # the fake's lock is not held meanwhile
+                if held.status is not None:
+                    return _injected(held.status)
             failure = fake._take_failure(method, path)
             if failure is not None:
                 return _injected(failure.status)
@@ -449,9 +550,12 @@ def _injected(status: int) -> tuple[int, JSON, dict[str, str]]:
 
 
 @contextmanager
-def start_fake_kube(*, now: Callable[[], datetime] | None = None) -> Iterator[FakeKube]:
-    """A started FakeKube, stopped on exit."""
-    fake = FakeKube() if now is None else FakeKube(now=now)
+def start_fake_kube(
+    *, now: Callable[[], datetime] | None = None, tls: tuple[Path, Path] | None = None
+) -> Iterator[FakeKube]:
+    """A started FakeKube (HTTPS when `tls` gives a certificate chain and key), stopped on
+    exit."""
+    fake = FakeKube(tls=tls) if now is None else FakeKube(now=now, tls=tls)
     fake.start()
     try:
         yield fake
@@ -468,6 +572,7 @@ __all__ = [
     "KubeRequest",
     "LiveSource",
     "PDB_MESSAGE",
+    "Stall",
     "TOKEN",
     "start_fake_kube",
 ]

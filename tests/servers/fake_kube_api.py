@@ -295,6 +295,16 @@ def list_events(fake: FakeKube, req: Req) -> tuple[int, Any]:
     return 200, fake.list_page("EventList", items, req.query)
 
 
+def list_health_checks(fake: FakeKube, req: Req) -> tuple[int, Any]:
+    """medik8s NodeHealthChecks (v1alpha1, the served version); 404 as for a CRD that is not
+    installed while none was added."""
+    if req.info.version != "v1alpha1" or not fake.health_checks:
+        raise _fail(404, "NotFound", "the server could not find the requested resource")
+    items = [copy.deepcopy(c) for _, c in sorted(fake.health_checks.items())]
+    page = fake.list_page("NodeHealthCheckList", items, req.query)
+    return 200, page | {"apiVersion": ko.NHC_API_VERSION}
+
+
 def access_review(fake: FakeKube, req: Req) -> tuple[int, Any]:
     body = req.body
     if not isinstance(body, dict) or body.get("kind") != "SelfSubjectAccessReview":
@@ -322,5 +332,6 @@ ROUTES: dict[tuple[str, str, str, str, bool], Callable[[FakeKube, Req], tuple[in
     ("", "pods", "eviction", "POST", True): evict_pod,
     ("", "pods", "log", "GET", True): pod_log,
     ("", "events", "", "GET", False): list_events,
+    ("remediation.medik8s.io", "nodehealthchecks", "", "GET", False): list_health_checks,
     ("authorization.k8s.io", "selfsubjectaccessreviews", "", "POST", False): access_review,
 }

@@ -21,6 +21,14 @@ CONTROLLER_TAINTS = (
     "node.kubernetes.io/unreachable",
 )
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+NHC_API_VERSION = "remediation.medik8s.io/v1alpha1"
+EXPIRED_CONTINUE = (
+    "The provided continue parameter is too old to display a consistent list result. You can "
+    "start a new list without the continue parameter, or use the continue token in this "
+    "response to retrieve the remainder of the results. Continuing with the provided token "
+    "results in an inconsistent list - objects that were created, modified, or deleted between "
+    "the time the first chunk was returned and now may show up in the list."
+)
 NODE_SELECTOR_FIELDS = ("metadata.name", "spec.unschedulable")
 POD_SELECTOR_FIELDS = (
     "metadata.name",
@@ -268,6 +276,34 @@ def pdb_object(
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def health_check_object(
+    name: str, *, selector: JSON | None = None, pause_requests: list[str] | None = None
+) -> JSON:
+    """A medik8s NodeHealthCheck as the API serves it (cluster-scoped: no namespace)."""
+    spec: JSON = {
+        "selector": copy.deepcopy(selector) if selector is not None else {},
+        "minHealthy": "51%",
+        "remediationTemplate": {
+            "apiVersion": "self-node-remediation.medik8s.io/v1alpha1",
+            "kind": "SelfNodeRemediationTemplate",
+            "namespace": "medik8s",
+            "name": "self-node-remediation-automatic-strategy-template",
+        },
+        "unhealthyConditions": [
+            {"type": "Ready", "status": "False", "duration": "300s"},
+            {"type": "Ready", "status": "Unknown", "duration": "300s"},
+        ],
+    }
+    if pause_requests:
+        spec["pauseRequests"] = list(pause_requests)
+    return {
+        "apiVersion": NHC_API_VERSION,
+        "kind": "NodeHealthCheck",
+        "metadata": {"name": name, "creationTimestamp": stamp(EPOCH)},
         "spec": spec,
     }
 

@@ -1,5 +1,11 @@
-"""Fixtures for storage tests: a SQLite file under tmp_path, its engine, a fake clock, and the
-incident and run rows that other rows refer to."""
+"""Fixtures for storage tests: a database, its engine, a fake clock, and the incident and run rows
+that other rows refer to.
+
+The storage suite is a conformance suite: every test that uses `db_url` (or `engine`) runs twice,
+on a SQLite file under tmp_path and on a fresh database of the session's PostgreSQL
+(tests/servers/postgres.py), so both backends keep the same rules. A test about SQLite only (WAL
+pragmas, file paths) says so with `@pytest.mark.sqlite_only(reason)` and runs once.
+"""
 
 from __future__ import annotations
 
@@ -19,8 +25,29 @@ T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 IncidentFactory = Callable[..., int]
 
 
+BACKENDS = ("sqlite", "postgres")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "sqlite_only(reason): a storage test about SQLite only, not run on PostgreSQL"
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every test needing `backend` (through `db_url`, `engine`...) runs on each backend."""
+    if "backend" not in metafunc.fixturenames:
+        return
+    only = metafunc.definition.get_closest_marker("sqlite_only")
+    if only is not None and not (only.args or only.kwargs.get("reason")):
+        raise pytest.UsageError(f"{metafunc.definition.nodeid}: sqlite_only needs a reason")
+    metafunc.parametrize("backend", ("sqlite",) if only is not None else BACKENDS)
+
+
 @pytest.fixture
-def db_url(tmp_path: Path) -> str:
+def db_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    if backend == "postgres":
+        return str(request.getfixturevalue("postgres_url"))
     return f"sqlite:///{tmp_path / 'state' / 'oncall.db'}"
 
 

@@ -38,6 +38,7 @@ def test_make_engine_creates_the_directory_of_the_database_file(tmp_path: Path) 
     engine.dispose()
 
 
+@pytest.mark.sqlite_only("SQLite's pragmas; PostgreSQL has no WAL mode or busy timeout to set")
 def test_every_connection_has_wal_busy_timeout_and_foreign_keys(engine: Engine) -> None:
     with engine.connect() as conn:
         assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
