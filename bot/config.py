@@ -143,8 +143,9 @@ class ServerSettings(SettingsGroup):
     workers: int = Field(default=4, ge=1)
     """Triage runs executing at once; webhooks never wait for them."""
     queue_limit: int = Field(default=1000, ge=1)
-    """Triage runs waiting for a worker; beyond it an incident is opened but not triaged (the
-    timeline says so and `gpu_oncall_triage_dropped_total` counts it)."""
+    """Triage runs queued in this process for a worker; beyond it the triage waits in the
+    database (the timeline says so, `gpu_oncall_triage_runs_total{outcome="deferred"}` counts
+    it) and a worker claims it when one is free (the scheduler's takeover tick)."""
     max_body_bytes: int = Field(default=10_000_000, ge=1024)
     """Largest request body accepted, webhook or Slack (413 above it, before it is read)."""
     expiry_check_seconds: float = Field(default=30.0, gt=0)

@@ -138,7 +138,7 @@ def render_metrics(
     lines += _family(
         f"{PREFIX}_triage_runs_total",
         "counter",
-        "Triage runs by outcome (queued, completed, awaiting_approval, failed, dropped, "
+        "Triage runs by outcome (queued, deferred, waiting, completed, awaiting_approval, failed, "
         "not_started).",
         [({"outcome": outcome}, n) for outcome, n in sorted(triage.items())],
     )
