@@ -28,7 +28,7 @@ from bot.actions.registry import ActionContext
 from bot.clock import FakeClock, SystemClock
 from bot.config import Settings
 from bot.engine.leases import LeaseKeeper, LeaseTerms
-from bot.engine.running import RunEngine
+from bot.engine.running import RunEngine, RunOutcome
 from bot.errors import NotFound, RunStateError
 from bot.intake.alerts import parse_webhook
 from bot.intake.receiving import receive_webhook
@@ -115,6 +115,23 @@ def die_after_first_step(step_id: str, output: Mapping[str, Any]) -> None:
     raise Killed
 
 
+def approved_then_killed(rt: Runtime) -> RunOutcome:
+    """An alert's run waits for approval; cli:alice approves; her worker dies right after the
+    resumption's first step (the decision committed, no action carried out)."""
+    incident_id = fire(rt)
+    started = rt.engine.start(
+        rt.catalog.get("ecc-storm"),
+        inputs={"node": NODE},
+        incident_id=incident_id,
+        requester="alertmanager",
+    )
+    with pytest.raises(Killed):
+        rt.engine.resume(
+            started.run_id, decision="approve", actor="cli:alice", on_step=die_after_first_step
+        )
+    return started
+
+
 def test_a_triage_nobody_finished_is_started_by_the_next_worker(rt: Runtime) -> None:
     incident_id = fire(rt)
     work_id = triage_work(rt, incident_id)
@@ -160,17 +177,7 @@ def test_a_decided_approval_whose_worker_died_is_completed_by_the_next_approve(
     rt: Runtime,
 ) -> None:
     assert rt.fleet is not None
-    incident_id = fire(rt)
-    started = rt.engine.start(
-        rt.catalog.get("ecc-storm"),
-        inputs={"node": NODE},
-        incident_id=incident_id,
-        requester="alertmanager",
-    )
-    with pytest.raises(Killed):
-        rt.engine.resume(
-            started.run_id, decision="approve", actor="cli:alice", on_step=die_after_first_step
-        )
+    started = approved_then_killed(rt)
     assert rt.fleet.cordon_calls[NODE] == 0
     with pytest.raises(RunStateError, match="already being resumed by worker worker-a"):
         replica(rt, later=timedelta(seconds=1)).resume(
@@ -195,17 +202,7 @@ def test_an_action_left_running_by_a_dead_worker_is_reconciled_not_repeated(
     rt: Runtime,
 ) -> None:
     assert rt.fleet is not None
-    incident_id = fire(rt)
-    started = rt.engine.start(
-        rt.catalog.get("ecc-storm"),
-        inputs={"node": NODE},
-        incident_id=incident_id,
-        requester="alertmanager",
-    )
-    with pytest.raises(Killed):
-        rt.engine.resume(
-            started.run_id, decision="approve", actor="cli:alice", on_step=die_after_first_step
-        )
+    started = approved_then_killed(rt)
     # What the dead worker got to: it claimed the cordon and cordoned the node, then died.
     key = idempotency_key(run_id=started.run_id, step_id="execute", action="cordon", target=NODE)
     with session_scope(rt.db) as session:
@@ -225,7 +222,7 @@ def test_an_action_left_running_by_a_dead_worker_is_reconciled_not_repeated(
         clock=rt.deps.clock,
         tickets=rt.deps.tickets,
         run_id=started.run_id,
-        incident=f"INC-{incident_id}",
+        incident=started.incident,
         idempotency_key=key,
         verdict=started.verdict,
     )

@@ -252,41 +252,33 @@ def _active(gpu: _Gpu, key: str) -> tuple[str, int] | None:
     return None
 
 
+#: Active clock-event reasons worth a finding, in this order: (reason as nvidia-smi prints it,
+#: finding code, severity, summary). All are facility: the GPU is slowed from outside.
+_CLOCK_EVENTS = (
+    ("HW Power Brake Slowdown", "hw_power_brake", Severity.CRITICAL, "HW power brake slowdown "
+     "active: an external power brake is asserted (PSU / rack power); not a GPU fault"),
+    ("HW Thermal Slowdown", "hw_thermal_slowdown", Severity.CRITICAL,
+     "HW thermal slowdown active: check cooling"),
+    ("HW Slowdown", "hw_slowdown", Severity.WARNING, "HW slowdown active (clocks cut by half or "
+     "more: temperature, power brake or fast power protection)"),
+    ("SW Thermal Slowdown", "sw_thermal_slowdown", Severity.WARNING, "SW thermal slowdown "
+     "active: the GPU or HBM is at its max operating temperature"),
+    ("SW Power Cap", "sw_power_cap", Severity.INFO, "SW power cap active (normal at full load; "
+     "check the power limit if it is below the default)"),
+)  # fmt: skip
+_HW_SPECIFIC = ("HW Power Brake Slowdown", "HW Thermal Slowdown")
+"""Reasons that explain a generic `HW Slowdown`, which then gets no finding of its own."""
+
+
 def _throttle(src: SourceText, gpu: _Gpu, target: Target) -> Iterator[EvidenceFinding]:
-    brake = _active(gpu, "HW Power Brake Slowdown")
-    thermal = _active(gpu, "HW Thermal Slowdown")
-    if brake:
+    explained = any(_active(gpu, reason) for reason in _HW_SPECIFIC)
+    for reason, code, severity, summary in _CLOCK_EVENTS:
+        row = _active(gpu, reason)
+        if row is None or (reason == "HW Slowdown" and explained):
+            continue
         yield _finding(
-            src, gpu, target, code="nvidia_smi.hw_power_brake", layer=Layer.FACILITY,
-            severity=Severity.CRITICAL, summary="HW power brake slowdown active: an external "
-            "power brake is asserted (PSU / rack power); not a GPU fault", at=[brake[1]],
-        )
-    if thermal:
-        yield _finding(
-            src, gpu, target, code="nvidia_smi.hw_thermal_slowdown", layer=Layer.FACILITY,
-            severity=Severity.CRITICAL, summary="HW thermal slowdown active: check cooling",
-            at=[thermal[1]],
-        )
-    slowdown = _active(gpu, "HW Slowdown")
-    if slowdown and not (brake or thermal):
-        yield _finding(
-            src, gpu, target, code="nvidia_smi.hw_slowdown", layer=Layer.FACILITY,
-            severity=Severity.WARNING, summary="HW slowdown active (clocks cut by half or more: "
-            "temperature, power brake or fast power protection)", at=[slowdown[1]],
-        )
-    sw_thermal = _active(gpu, "SW Thermal Slowdown")
-    if sw_thermal:
-        yield _finding(
-            src, gpu, target, code="nvidia_smi.sw_thermal_slowdown", layer=Layer.FACILITY,
-            severity=Severity.WARNING, summary="SW thermal slowdown active: the GPU or HBM is at "
-            "its max operating temperature", at=[sw_thermal[1]],
-        )
-    power_cap = _active(gpu, "SW Power Cap")
-    if power_cap:
-        yield _finding(
-            src, gpu, target, code="nvidia_smi.sw_power_cap", layer=Layer.FACILITY,
-            severity=Severity.INFO, summary="SW power cap active (normal at full load; check "
-            "the power limit if it is below the default)", at=[power_cap[1]],
+            src, gpu, target, code=f"nvidia_smi.{code}", layer=Layer.FACILITY,
+            severity=severity, summary=summary, at=[row[1]],
         )
 
 
