@@ -15,7 +15,7 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # the real-server fixtures (servers.pro
 
 from integrations.sim.scenarios import Scenario, parse_scenario  # noqa: E402
 from integrations.sim.topology import NODE_PREFIX, node_name_width  # noqa: E402
-from integrations.telemetry import SignalQuery, SignalResult, Telemetry  # noqa: E402
+from integrations.telemetry import SeriesPoints, SignalQuery, SignalResult, Telemetry  # noqa: E402
 
 FAULTY = 3
 """Index of the node with the ECC storm in every benchmark fleet."""
@@ -89,6 +89,12 @@ class TimedTelemetry:
         finally:
             with self._lock:
                 self.intervals.append((start, self.now(), queries))
+
+    def read_range(
+        self, query: SignalQuery, *, start: datetime, end: datetime, step: timedelta
+    ) -> list[SeriesPoints]:
+        """Range reads (the postmortem's evidence snapshot) pass through unmeasured."""
+        return self.inner.read_range(query, start=start, end=end, step=step)
 
     def queries(self, since: datetime, until: datetime) -> int:
         """Backend queries of the reads that started in [since, until]."""

@@ -2,19 +2,22 @@
 
 Asks the API server (one SelfSubjectAccessReview per permission, through `Cluster`) about each
 of `integrations.k8s.REQUIRED_PERMISSIONS`, the list `deploy/kubernetes/base/clusterrole.yaml`
-grants, so an operator sees a missing RBAC rule before an incident does. On the simulated
-cluster every permission is granted. Rendering is here too: a table, or JSON.
+grants, so an operator sees a missing RBAC rule before an incident does; with the node agent's
+Job variant (`agent.mode: job`) also `JOB_PERMISSIONS` in the agent namespace (the Role in
+deploy/kubernetes/node-agent/rbac.yaml). On the simulated cluster every permission is granted.
+Rendering is here too: a table, or JSON.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from bot.config import Settings
 from integrations.cluster import Permission
 
 CLUSTER_ROLE = "deploy/kubernetes/base/clusterrole.yaml"
+AGENT_ROLE = "deploy/kubernetes/node-agent/rbac.yaml"
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,7 @@ class ClusterCheck:
                     "resource": p.resource,
                     "subresource": p.subresource,
                     "group": p.group,
+                    "namespace": p.namespace,
                     "allowed": bool(p.allowed),
                     "reason": p.reason,
                 }
@@ -54,20 +58,18 @@ class ClusterCheck:
 
 def check_cluster(settings: Settings) -> ClusterCheck:
     """Ask the configured cluster; the simulated one grants everything without being built."""
-    from integrations.k8s import REQUIRED_PERMISSIONS
+    from integrations.k8s import JOB_PERMISSIONS, REQUIRED_PERMISSIONS
 
+    needed = list(REQUIRED_PERMISSIONS)
+    if settings.agent.chosen_mode() == "job":
+        needed += [replace(p, namespace=settings.agent.namespace) for p in JOB_PERMISSIONS]
     if settings.cluster == "sim":
-        granted = tuple(
-            Permission(
-                p.verb, p.resource, p.group, p.subresource, allowed=True, reason="simulated"
-            )
-            for p in REQUIRED_PERMISSIONS
-        )
+        granted = tuple(replace(p, allowed=True, reason="simulated") for p in needed)
         return ClusterCheck("sim", granted)
     from bot.wiring import make_cluster
 
     cluster = make_cluster(settings, sim=None)
-    return ClusterCheck("kubernetes", tuple(cluster.check_permissions(REQUIRED_PERMISSIONS)))
+    return ClusterCheck("kubernetes", tuple(cluster.check_permissions(needed)))
 
 
 def render_check(check: ClusterCheck) -> list[str]:
@@ -78,15 +80,19 @@ def render_check(check: ClusterCheck) -> list[str]:
     lines.append(f"{'VERB':<8} {'RESOURCE':<28} {'GROUP':<18} ALLOWED")
     for p in check.permissions:
         what = p.resource + (f"/{p.subresource}" if p.subresource else "")
+        what += f" in {p.namespace}" if p.namespace else ""
         shown = "yes" if p.allowed else "NO" + (f" ({p.reason})" if p.reason else "")
         lines.append(f"{p.verb:<8} {what:<28} {p.group or 'core':<18} {shown}")
     if check.ok:
         lines.append(f"All {len(check.permissions)} permissions granted.")
         return lines
     missing = ", ".join(p.describe() for p in check.missing)
+    roles = f"the ClusterRole in {CLUSTER_ROLE}"
+    if any(p.namespace for p in check.missing):
+        roles += f" and the node agent's Role in {AGENT_ROLE}"
     lines.append(
         f"{len(check.missing)} of {len(check.permissions)} permissions missing: {missing}. "
-        f"Bind the identity to the ClusterRole in {CLUSTER_ROLE} "
+        f"Bind the identity to {roles} "
         "(kubectl apply -k deploy/kubernetes/base) and run `gpu-oncall cluster check` again."
     )
     return lines

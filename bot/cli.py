@@ -2,13 +2,18 @@
 results with bot.terminal, and turns errors into one-line messages and exit codes
 (2 = bad input or configuration, naming the variable; 1 = unexpected failure with a reference
 id, the traceback goes to the log). A closed standard output stops the printing, not the command.
+
+Start-up is part of the interface: `--help` and the incident reads answer at once because this
+module imports only the standard library and the error trees at load time. Each command's
+module is imported inside its dispatch branch: the reads and human verbs (`bot.listings`,
+`bot.incident_verbs`) never load LangGraph, Slack or Kubernetes; `bot.commands` (runs, serve)
+does. Add a command the same way: a subparser here, and an import inside its branch.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import getpass
 import logging
 import re
 import signal
@@ -17,18 +22,19 @@ import typing
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ValidationError
-from pydantic_settings import SettingsError
-
-from bot import commands
-from bot.config import Settings
-from bot.errors import OncallError, UserInputError
-from bot.intake.commands import MAX_COMMAND_CHARS, MAX_INPUTS
+from bot.errors import OncallError, PolicyDenied, UserInputError
+from bot.identity import acting_actor, cli_identity
 from bot.terminal import Terminal
 from integrations.errors import IntegrationError
 from storage.errors import BackendNotInstalledError, InvalidDatabaseUrlError, StorageError
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+    from pydantic_settings import SettingsError
+
+    from bot.config import Settings
 
 logger = logging.getLogger("gpu_oncall")
 
@@ -72,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--limit", type=_bounded(1, MAX_LISTED), default=50, help=f"at most {MAX_LISTED}"
     )
     alerts.add_argument("--json", action="store_true")
+    _incident_verbs(sub)
 
     serve = sub.add_parser(
         "serve", help="HTTP server: Alertmanager webhook, /healthz, /readyz, /metrics"
@@ -88,15 +95,22 @@ def build_parser() -> argparse.ArgumentParser:
     for verb in ("approve", "reject"):
         decide = sub.add_parser(verb, help=f"{verb} the pending approval of a run or incident")
         decide.add_argument("ref", metavar="RUN_OR_INCIDENT")
-        decide.add_argument("--as", dest="actor", help="who decides (default: cli:$USER)")
+        decide.add_argument(
+            "--as",
+            dest="actor",
+            help="decide for another person (needs the admin role, GPU_ONCALL_IDENTITY__ADMINS)",
+        )
         decide.add_argument("--reason", default="")
         decide.add_argument("--scenario", type=Path, help=argparse.SUPPRESS)
         decide.add_argument("--json", action="store_true")
 
     postmortem = sub.add_parser("postmortem", help="export an incident's timeline and MTTR")
     postmortem.add_argument("incident")
-    postmortem.add_argument("--format", choices=["md", "json"], default="md")
+    postmortem.add_argument("--format", choices=["md", "json", "html"], default="md")
     postmortem.add_argument("--pinned", action="store_true", help="only pinned timeline events")
+    postmortem.add_argument(
+        "-o", "--output", type=Path, help="write to this file (and print its path)"
+    )
 
     evaluate = sub.add_parser(
         "eval", help="run scenario files through their triggers and score the diagnoses"
@@ -149,10 +163,62 @@ def build_parser() -> argparse.ArgumentParser:
     serve_sim.add_argument("--scenario", type=Path, required=True, help="scenario file")
     serve_sim.add_argument("--port", type=int, default=9400, help="0 picks a free port")
     serve_sim.add_argument("--host", default="127.0.0.1")
+    _safety_verbs(sub)
     return parser
 
 
+def _safety_verbs(sub: Any) -> None:
+    """`pause`, `resume` and `breaker status|reset` (bot/safety_commands.py)."""
+    pause = sub.add_parser("pause", help="stop every action that changes the cluster, saying why")
+    pause.add_argument("reason", nargs="+")
+    sub.add_parser("resume", help="end the pause (approvers only)")
+    breaker = sub.add_parser("breaker", help="the circuit breaker of cordons/drains")
+    breaker.add_argument("breaker_command", choices=["status", "reset"])
+    breaker.add_argument("--reason", default="", help="why it is reset (on the record)")
+    breaker.add_argument("--json", action="store_true")
+
+
 MAX_LISTED = 10_000
+
+
+def _incident_verbs(sub: Any) -> None:
+    """`incident`, `mttr` and the human verbs (the same as Slack's `/gpu` ones)."""
+    show = sub.add_parser("incident", help="one incident: timestamps, MTTx, GPU-hours, timeline")
+    show.add_argument("incident", metavar="INC-N")
+    show.add_argument("--json", action="store_true")
+    mttr = sub.add_parser(
+        "mttr", help="MTTD, MTTA, time to diagnosis, MTTM, MTTR (p50/p90) and GPU-hours lost"
+    )
+    mttr.add_argument("--since", default="7d", help="window: 90m, 24h, 7d, 2w (default 7d)")
+    mttr.add_argument("--by", choices=["runbook", "layer", "week"], default="runbook")
+    mttr.add_argument("--json", action="store_true")
+    verbs = {
+        "ack": "acknowledge an incident",
+        "resolve": "resolve an incident by hand, saying why (--reason)",
+        "note": "add a note to an incident's timeline",
+        "pin": "pin a timeline event (its #number in `incident`) into the postmortem story",
+        "unpin": "take a timeline event out of the pinned story",
+        "fired": "say when impact began (UTC: 14:05, 14:05:30, 2026-11-24T14:05Z); MTTx follow",
+    }
+    for verb, text in verbs.items():
+        parser = sub.add_parser(verb, help=text)
+        parser.add_argument("incident", metavar="INC-N")
+        parser.add_argument(
+            "--as", dest="actor", help="for another person (needs the admin role)"
+        )
+        if verb == "resolve":
+            parser.add_argument("--reason", required=True)
+        if verb == "note":
+            parser.add_argument("text", nargs="+")
+            parser.add_argument("--pin", action="store_true", help="pin the note")
+        if verb in ("pin", "unpin"):
+            parser.add_argument("event", metavar="EVENT", help="#42 or 42")
+        if verb == "fired":
+            parser.add_argument("time", metavar="TIME")
+            parser.add_argument("reason", nargs="*")
+
+
+HUMAN_VERBS = ("ack", "resolve", "note", "pin", "unpin", "fired")
 
 
 def _bounded(low: int, high: int) -> Any:
@@ -191,6 +257,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(args: argparse.Namespace, term: Terminal) -> int:
     try:
         return dispatch(args, read_settings(), term)
+    except PolicyDenied as exc:  # a refused approval: README promises exit 2
+        _err(f"gpu-oncall: refused: {exc.reason}")
+        return 2
     except (UserInputError, IntegrationError) as exc:
         _err(f"gpu-oncall: error: {exc}")
         return 2
@@ -216,7 +285,40 @@ def _main(args: argparse.Namespace, term: Terminal) -> int:
 
 
 def dispatch(args: argparse.Namespace, settings: Settings, term: Terminal) -> int:
-    user = f"cli:{getpass.getuser()}"
+    user = cli_identity(configured=settings.identity.cli_user)
+    if args.command in ("incidents", "incident", "alerts", "mttr"):
+        return _read(args, settings, term)
+    if args.command in HUMAN_VERBS:
+        actor = acting_actor(user=user, acting_as=args.actor, admins=settings.identity.admins)
+        return _record(args, settings, term, actor=actor)
+    if args.command in ("pause", "resume", "breaker"):
+        from bot import safety_commands
+
+        if args.command == "pause":
+            return safety_commands.pause(settings, term, reason=" ".join(args.reason), actor=user)
+        if args.command == "resume":
+            return safety_commands.resume(settings, term, actor=user)
+        return safety_commands.breaker_command(
+            settings,
+            term,
+            action=args.breaker_command,
+            reason=args.reason,
+            actor=user,
+            as_json=args.json,
+        )
+    if args.command == "postmortem":
+        from bot import postmortem_commands
+
+        return postmortem_commands.postmortem(
+            settings,
+            term,
+            ref=args.incident,
+            fmt=args.format,
+            pinned=args.pinned,
+            output=args.output,
+        )
+    from bot import commands  # runs, approvals, serve...: the engine, LangGraph, Slack
+
     if args.command == "demo":
         return commands.demo(settings, term, scenario=args.scenario, yes=args.yes, user=user)
     if args.command == "diagnose":
@@ -241,12 +343,6 @@ def dispatch(args: argparse.Namespace, settings: Settings, term: Terminal) -> in
             yes=args.yes,
             user=user,
         )
-    if args.command == "incidents":
-        return commands.list_incidents(settings, term, include_resolved=args.all, as_json=args.json)
-    if args.command == "alerts":
-        return commands.list_alerts(
-            settings, term, unrouted=args.unrouted, limit=args.limit, as_json=args.json
-        )
     if args.command == "serve":
         return commands.serve(
             settings,
@@ -262,14 +358,10 @@ def dispatch(args: argparse.Namespace, settings: Settings, term: Terminal) -> in
             term,
             ref=args.ref,
             decision=args.command,
-            actor=args.actor or user,
+            actor=acting_actor(user=user, acting_as=args.actor, admins=settings.identity.admins),
             reason=args.reason,
             scenario=args.scenario,
             as_json=args.json,
-        )
-    if args.command == "postmortem":
-        return commands.postmortem(
-            settings, term, ref=args.incident, fmt=args.format, pinned=args.pinned
         )
     if args.command == "eval":
         return commands.evaluate(settings, term, paths=args.paths, as_json=args.json)
@@ -294,8 +386,49 @@ def dispatch(args: argparse.Namespace, settings: Settings, term: Terminal) -> in
     raise UserInputError(f"unknown command '{args.command}'")
 
 
+def _read(args: argparse.Namespace, settings: Settings, term: Terminal) -> int:
+    """The incident reads: no engine, LangGraph, Slack or Kubernetes (bot/listings.py)."""
+    from bot import listings
+
+    if args.command == "incidents":
+        return listings.list_incidents(settings, term, include_resolved=args.all, as_json=args.json)
+    if args.command == "incident":
+        return listings.show_incident(settings, term, ref=args.incident, as_json=args.json)
+    if args.command == "alerts":
+        return listings.list_alerts(
+            settings, term, unrouted=args.unrouted, limit=args.limit, as_json=args.json
+        )
+    from bot.intake.commands import parse_window
+
+    window = parse_window(args.since)
+    return listings.mttr(
+        settings, term, window=window, label=args.since, by=args.by, as_json=args.json
+    )
+
+
+def _record(args: argparse.Namespace, settings: Settings, term: Terminal, *, actor: str) -> int:
+    """The human verbs (bot/incident_verbs.py), as light as the reads."""
+    from bot import incident_verbs as verbs
+
+    ref = args.incident
+    if args.command == "ack":
+        return verbs.ack(settings, term, ref=ref, actor=actor)
+    if args.command == "resolve":
+        return verbs.resolve(settings, term, ref=ref, reason=args.reason, actor=actor)
+    if args.command == "note":
+        text = " ".join(args.text)
+        return verbs.note(settings, term, ref=ref, text=text, pin=args.pin, actor=actor)
+    if args.command in ("pin", "unpin"):
+        pinned = args.command == "pin"
+        return verbs.pin(settings, term, ref=ref, event=args.event, pinned=pinned, actor=actor)
+    reason = " ".join(args.reason)
+    return verbs.fired(settings, term, ref=ref, when=args.time, reason=reason, actor=actor)
+
+
 def parse_pairs(pairs: Sequence[str]) -> dict[str, Any]:
     """`key=value` arguments -> dict. A malformed pair names itself."""
+    from bot.intake.commands import MAX_COMMAND_CHARS, MAX_INPUTS
+
     if len(pairs) > MAX_INPUTS:
         raise UserInputError(f"{len(pairs)} KEY=VALUE inputs given; at most {MAX_INPUTS}")
     inputs: dict[str, Any] = {}
@@ -323,7 +456,13 @@ _SECRET_WORDS = ("token", "secret", "password", "url", "headers")
 
 def read_settings() -> Settings:
     """Settings from the environment and `.env`; a bad value is one ConfigurationError line
-    naming the variable and what is valid (never the value of a secret or a URL)."""
+    naming the variable and what is valid (never the value of a secret or a URL).
+    Imported here, not at load time: `--help` never pays for pydantic."""
+    from pydantic import ValidationError
+    from pydantic_settings import SettingsError
+
+    from bot.config import Settings
+
     try:
         return Settings()
     except ValidationError as exc:
@@ -350,6 +489,10 @@ def describe_invalid_setting(exc: ValidationError) -> str:
 
 def describe_unparsable_setting(exc: SettingsError) -> str:
     """`GPU_ONCALL_RUNBOOK_DIRS is not valid JSON ...`: lists and mappings are read as JSON."""
+    from pydantic import BaseModel
+
+    from bot.config import Settings
+
     found = re.search(r'field "(\w+)"', str(exc))
     field = Settings.model_fields.get(found.group(1)) if found else None
     if found is None or field is None:

@@ -1,6 +1,10 @@
-"""What each CLI command does, over the runtime from `wiring` (the CLI only parses arguments).
+"""What the CLI's runtime commands do (runs, approvals, serve, eval, runbooks, db, sim), over
+the runtime from `wiring` (the CLI only parses arguments).
 
-Every command prints with `bot.terminal`; `--json` variants print machine-readable output.
+Importing this module loads the engine (LangGraph), so `bot.cli` imports it only in the branches
+that need it; the incident reads and human verbs live in `bot.listings` and
+`bot.incident_verbs`, which never do. Every command prints with `bot.terminal`; `--json`
+variants print machine-readable output.
 """
 
 from __future__ import annotations
@@ -19,14 +23,10 @@ from bot.diagnosis.logs import LogCatalog
 from bot.engine.catalog import validate_files
 from bot.engine.compiling import render_mermaid
 from bot.engine.running import RunOutcome
-from bot.errors import NotFound, UserInputError
-from bot.incidents.mttr import compute_figures, format_duration
-from bot.incidents.postmortem import render_postmortem
-from bot.incidents.views import event_views, incident_view
+from bot.errors import UserInputError
 from bot.terminal import Terminal
-from bot.wiring import load_catalogs, open_database, open_runtime, simulated
+from bot.wiring import load_catalogs, open_runtime, simulated
 from runbooks import RUNBOOK_DIR
-from storage import incidents as incident_store
 from storage.db import session_scope
 
 
@@ -112,61 +112,6 @@ def cluster_check(settings: Settings, term: Terminal, *, as_json: bool) -> int:
     return 0 if report.ok else 1
 
 
-def list_incidents(
-    settings: Settings, term: Terminal, *, include_resolved: bool, as_json: bool
-) -> int:
-    db = open_database(settings)
-    with session_scope(db) as session:
-        rows = incident_store.list_incidents(session, open_only=not include_resolved)
-        views = [incident_view(row) for row in rows]
-    if as_json:
-        term.line(json.dumps([v.to_dict() for v in views], indent=2, default=str))
-        return 0
-    if not views:
-        term.line("No open incidents." if not include_resolved else "No incidents.")
-        return 0
-    term.line(
-        f"{'ID':<8} {'STATE':<18} {'SEVERITY':<9} {'RUNBOOK':<16} {'TARGET':<16} {'LAYER':<13} MTTR"
-    )
-    for v in views:
-        figures = compute_figures(**v.timestamps())
-        mttr = format_duration(figures.mttr) if figures.mttr else "-"
-        term.line(
-            f"{v.ref:<8} {v.state:<18} {v.severity:<9} {v.runbook:<16} {v.target:<16} "
-            f"{v.layer or '-':<13} {mttr}"
-        )
-    return 0
-
-
-def list_alerts(
-    settings: Settings, term: Terminal, *, unrouted: bool, limit: int, as_json: bool
-) -> int:
-    """`gpu-oncall alerts [--unrouted]`: received alerts, newest first; unrouted ones with the
-    reason no runbook took them (routed again with today's runbooks)."""
-    from bot.intake.listing import alert_rows
-
-    _, _, catalog = load_catalogs(settings)
-    db = open_database(settings)
-    with session_scope(db) as session:
-        rows = alert_rows(
-            session, routes=catalog.alert_routes(), unrouted=unrouted, limit=max(limit, 1)
-        )
-    if as_json:
-        term.line(json.dumps(rows, indent=2, default=str))
-        return 0
-    if not rows:
-        term.line("No unrouted alerts." if unrouted else "No alerts received.")
-        return 0
-    term.line(f"{'RECEIVED':<20} {'STATUS':<9} {'ALERT':<24} {'INCIDENT':<9} LABELS / REASON")
-    for row in rows:
-        detail = row["reason"] or " ".join(f"{k}={v}" for k, v in row["labels"].items())
-        term.line(
-            f"{row['received_at']:%Y-%m-%d %H:%M:%S} {row['status']:<9} {row['alertname']:<24} "
-            f"{row['incident'] or '-':<9} {detail}"
-        )
-    return 0
-
-
 def serve(
     settings: Settings,
     term: Terminal,
@@ -242,7 +187,7 @@ def db_upgrade(settings: Settings, term: Terminal) -> int:
     empty; a release-0.1.0 SQLite file is upgraded in place), then compute the `/metrics`
     histograms from the incidents if they never were. Safe to run from several replicas."""
     from bot.incidents import figures
-    from storage.db import make_engine, redact, session_scope
+    from storage.db import make_engine, redact
     from storage.migrating import upgrade
 
     db = make_engine(settings.storage.url)
@@ -279,19 +224,6 @@ def db_current(settings: Settings, term: Terminal) -> int:
     if at != newest:
         term.line("run `gpu-oncall db upgrade` to migrate")
         return 1
-    return 0
-
-
-def postmortem(settings: Settings, term: Terminal, *, ref: str, fmt: str, pinned: bool) -> int:
-    db = open_database(settings)
-    with session_scope(db) as session:
-        row = incident_store.get_incident(session, ref)
-        if row is None:
-            raise NotFound(f"unknown incident '{ref}' (see `gpu-oncall incidents --all`)")
-        assert row.id is not None
-        view = incident_view(row)
-        events = event_views(incident_store.list_events(session, row.id))
-    term.line(render_postmortem(view, events, fmt, pinned_only=pinned).rstrip("\n"))
     return 0
 
 

@@ -7,8 +7,10 @@ Variables are `GPU_ONCALL_<GROUP>__<FIELD>`, e.g. `GPU_ONCALL_STORAGE__URL`,
 
 from __future__ import annotations
 
+import ast
 import json
 import sys
+from functools import cache
 from pathlib import Path
 from typing import Literal
 
@@ -18,10 +20,13 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class SettingsGroup(BaseModel):
-    """Base of every settings group: attribute docstrings become field descriptions, which
-    `render_settings_doc` turns into docs/configuration.md."""
+    """Base of every settings group: each field's attribute docstring is its documentation,
+    which `render_settings_doc` turns into docs/configuration.md. (Read from this file's source
+    by `attribute_docs` only when the doc is rendered: pydantic's `use_attribute_docstrings`
+    re-reads the source at every import, half the cost of importing this module, which every
+    CLI command pays; bench/cli_startup.py.)"""
 
-    model_config = ConfigDict(use_attribute_docstrings=True)
+    model_config = ConfigDict()
 
 
 class StorageSettings(SettingsGroup):
@@ -89,6 +94,38 @@ class PolicySettings(SettingsGroup):
     """Blast radius: most GPUs of one pool on out-of-service nodes after an action."""
     pool_label: str = "nvidia.com/gpu.product"
     """Node label that groups nodes into pools for the blast-radius limits."""
+
+
+class SafetySettings(SettingsGroup):
+    """The safety limits checked immediately before every action runs (docs/safety.md). The
+    pool limits are `policy.max_unhealthy`, `policy.max_gpus_removed` and `policy.pool_label`;
+    the protected-node label is `kubernetes.protected_label`."""
+
+    domain_labels: list[str] = Field(
+        default_factory=lambda: [
+            "gpu-oncall.io/rack",
+            "gpu-oncall.io/leaf-switch",
+            "nvidia.com/gpu.clique",
+        ]
+    )
+    """Node labels naming a topology domain (a rack, a leaf switch, an NVLink domain such as
+    GPU Feature Discovery's `nvidia.com/gpu.clique`, or `topology.kubernetes.io/...`). Each
+    domain gets its own `domain_max_gpus_removed`. A node without the label is in no domain."""
+    domain_max_gpus_removed: str = Field(default="50%", pattern=r"^\d+%?$")
+    """maxGPUsRemoved per topology domain: most GPUs of one domain on out-of-service nodes
+    after a removal, as a count or a share (rounded up). Counts GPUs, not nodes."""
+    max_actions_per_hour: int = Field(default=20, ge=1)
+    """maxActionsPerHour: most actions that change the cluster (every action but `open_ticket`
+    and `silence`) let through in any sliding hour, fleet-wide."""
+    storm_cooldown_minutes: float = Field(default=10.0, ge=0)
+    """stormCooldownDuration: after a capacity limit blocked a removal in a pool or domain, no
+    new removal there for this long, even once it is back within its limit. 0 disables."""
+    breaker_threshold: int = Field(default=10, ge=1)
+    """Circuit breaker: nodes cordoned, drained, tainted, reset or rebooted within
+    `breaker_window_minutes` after which the next removal trips it. Open, it blocks every
+    removal until an approver resets it (`/gpu breaker reset`, `gpu-oncall breaker reset`)."""
+    breaker_window_minutes: float = Field(default=60.0, gt=0)
+    """The circuit breaker's sliding window."""
 
 
 class TicketSettings(SettingsGroup):
@@ -265,19 +302,101 @@ class SimSettings(SettingsGroup):
     """Scenario file for the simulated fleet (the embedded default). Unset: the shipped ECC demo."""
 
 
+class AgentSettings(SettingsGroup):
+    """The node agent that carries out `gpu_reset` and `reboot` (docs/safety.md): an HTTP
+    endpoint or a Kubernetes Job on the node. Without one (`mode: none`, or neither `mode` nor
+    `url` set) those actions open a ticket instead (`ticket_queue`), never a silent skip."""
+
+    mode: Literal["http", "job", "none"] | None = None
+    """`http`: POST to `url`; `job`: run a privileged Kubernetes Job from `job_template` on the
+    node (on the simulated fleet it completes at once); `none`: open a ticket. Unset: `http`
+    when `url` is set, else `none`."""
+    job_template: str = "/etc/gpu-oncall/node-agent/job-template.yaml"
+    """The batch/v1 Job template for `mode: job` (deploy/kubernetes/node-agent/job-template.yaml,
+    mounted from the ConfigMap gpu-oncall-node-agent); checked at start-up."""
+    namespace: str = "gpu-oncall-agent"
+    """Namespace the node-agent Jobs run in (privileged pods: its Pod Security level is
+    `privileged`; the bot's Role there allows create/get jobs, nothing cluster-wide)."""
+    url: str | None = None
+    """HTTP endpoint of the node agent. The bot POSTs `{"node", "gpu", "action",
+    "idempotency_key"}` and reads `{"outcome": "changed"|"already_done"|"failed", "detail"}`."""
+    token: SecretStr | None = None
+    """Bearer token sent to the node agent."""
+    timeout_seconds: float = Field(default=120.0, gt=0)
+    """How long a GPU reset or reboot request may take before it is reported failed."""
+    ticket_queue: str = "node-ops"
+    """Queue of the ticket `gpu_reset`/`reboot` open when no agent is configured."""
+
+    def chosen_mode(self) -> str:
+        """The mode in effect: `mode`, or `http` when only `url` is set, else `none`."""
+        return self.mode or ("http" if self.url else "none")
+
+
+class IdentitySettings(SettingsGroup):
+    """Who the command line acts as (approvals, requests, notes)."""
+
+    cli_user: str | None = None
+    """The CLI's identity, recorded as `cli:<cli_user>`. Unset: the operating-system user."""
+    admins: list[str] = Field(default_factory=list)
+    """Identities (`cli:<user>`) allowed to act as someone else with `approve --as`; the
+    decision is recorded as `cli:alice as cli:bob (admin)`. Empty: nobody may use `--as`."""
+
+
+class PagesSettings(SettingsGroup):
+    """The incident pages `serve` publishes: `/incidents` and `/incidents/INC-N`
+    (docs/postmortems.md). Closed by default: `auth` must be set to `none` to open them."""
+
+    auth: Literal["token", "proxy", "none"] = "token"
+    """How a page request proves who it is: `token` (an `Authorization: Bearer <pages.token>`
+    header), `proxy` (a trusted auth proxy in front of the bot sets `proxy_header`; only that
+    header is honoured, and only in this mode) or `none` (anyone who can reach the port)."""
+    token: SecretStr | None = None
+    """Bearer token for `auth: token`. Unset: every page request is refused with 401."""
+    proxy_header: str = "X-Forwarded-User"
+    """Header carrying the signed-in user for `auth: proxy` (oauth2-proxy, an ingress auth)."""
+    base_url: str | None = None
+    """Public URL where the pages are reached (e.g. `https://oncall.example.com`); Slack
+    messages and CLI output then link each incident's page. Unset: no links are shown."""
+    refresh_seconds: int = Field(default=30, ge=5)
+    """How often the live page of an open incident reloads itself (a meta refresh, no script)."""
+    recent_limit: int = Field(default=50, ge=1, le=500)
+    """Most incidents listed on `/incidents`."""
+
+    def incident_url(self, ref: str) -> str | None:
+        """The page of incident `ref` (INC-7) under `base_url`, or None when unset."""
+        return None if self.base_url is None else f"{self.base_url.rstrip('/')}/incidents/{ref}"
+
+
+class EvidenceSettings(SettingsGroup):
+    """Files and pasted text classified in Slack (`/gpu classify`, a file shared in an incident
+    thread; docs/evidence.md)."""
+
+    max_file_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    """Largest Slack file downloaded for classification; a larger file is refused, said so in
+    the thread. Tarballs and `.gz` files are read within the same limits as `triage-bundle`."""
+    max_files: int = Field(default=10, ge=1, le=100)
+    """Most files of one message that are downloaded and read together."""
+    kernel_log_lookback_hours: float = Field(default=24.0, gt=0)
+    """Kernel-log lines older than this (or than the runbook's `window`, if longer) are the
+    node's history ("last XID 48 2 days ago"), not a current fault: they are reported, never
+    counted. Lines without a wall-clock stamp (bare `dmesg` seconds since boot) count as
+    current."""
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="GPU_ONCALL_",
         env_nested_delimiter="__",
         env_file=".env",
         extra="ignore",
-        use_attribute_docstrings=True,
     )
 
     storage: StorageSettings = Field(default_factory=StorageSettings)
     labels: LabelSettings = Field(default_factory=LabelSettings)
     workload_labels: WorkloadLabelSettings = Field(default_factory=WorkloadLabelSettings)
     policy: PolicySettings = Field(default_factory=PolicySettings)
+    pages: PagesSettings = Field(default_factory=PagesSettings)
+    safety: SafetySettings = Field(default_factory=SafetySettings)
     tickets: TicketSettings = Field(default_factory=TicketSettings)
     timeouts: TimeoutSettings = Field(default_factory=TimeoutSettings)
     prometheus: PrometheusSettings = Field(default_factory=PrometheusSettings)
@@ -288,6 +407,9 @@ class Settings(BaseSettings):
     alertmanager: AlertmanagerSettings = Field(default_factory=AlertmanagerSettings)
     intake: IntakeSettings = Field(default_factory=IntakeSettings)
     work: WorkSettings = Field(default_factory=WorkSettings)
+    agent: AgentSettings = Field(default_factory=AgentSettings)
+    evidence: EvidenceSettings = Field(default_factory=EvidenceSettings)
+    identity: IdentitySettings = Field(default_factory=IdentitySettings)
     runbook_dirs: list[Path] = Field(default_factory=list)
     """Extra directories of operator runbooks, loaded after the shipped ones."""
     telemetry: Literal["sim", "prometheus"] = "sim"
@@ -314,15 +436,42 @@ def render_settings_doc() -> str:
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             lines += [f"## `{name}`", "", "| variable | default | meaning |", "|---|---|---|"]
             for sub, info in annotation.model_fields.items():
-                lines.append(_row(f"GPU_ONCALL_{name.upper()}__{sub.upper()}", info))
+                doc = _doc_of(annotation, sub)
+                lines.append(_row(f"GPU_ONCALL_{name.upper()}__{sub.upper()}", info, doc))
             lines.append("")
         else:
             lines += [f"## `{name}`", "", "| variable | default | meaning |", "|---|---|---|"]
-            lines += [_row(f"GPU_ONCALL_{name.upper()}", field), ""]
+            lines += [_row(f"GPU_ONCALL_{name.upper()}", field, _doc_of(Settings, name)), ""]
     return "\n".join(lines)
 
 
-def _row(variable: str, info: FieldInfo) -> str:
+@cache
+def attribute_docs() -> dict[tuple[str, str], str]:
+    """(class name, field name) -> the docstring written under the field in this file."""
+    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+    docs: dict[tuple[str, str], str] = {}
+    for node in tree.body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for stmt, after in zip(node.body, node.body[1:], strict=False):
+            if (
+                isinstance(stmt, ast.AnnAssign)
+                and isinstance(stmt.target, ast.Name)
+                and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)
+            ):
+                docs[(node.name, stmt.target.id)] = after.value.value
+    return docs
+
+
+def _doc_of(owner: type, field: str) -> str:
+    docs = attribute_docs()
+    found = (docs.get((cls.__name__, field)) for cls in owner.__mro__)
+    return next((doc for doc in found if doc is not None), "")
+
+
+def _row(variable: str, info: FieldInfo, doc: str = "") -> str:
     default = info.get_default(call_default_factory=True)
     if isinstance(default, SecretStr) or "secret" in str(info.annotation).lower():
         shown = "unset" if default is None else "(secret)"
@@ -332,7 +481,7 @@ def _row(variable: str, info: FieldInfo) -> str:
         shown = f"`{json.dumps(default)}`"
     else:
         shown = "unset" if default is None else f"`{default}`"
-    text = " ".join((info.description or "").split()).replace("|", "\\|")
+    text = " ".join((info.description or doc).split()).replace("|", "\\|")
     return f"| `{variable}` | {shown} | {text} |"
 
 

@@ -48,3 +48,9 @@ class PolicyDenied(OncallError):
 
 class RunStateError(UserInputError):
     """A run is not in a state that allows the request (e.g. approving a finished run)."""
+
+
+class StepError(RunbookError):
+    """A runbook step's expression or template failed while the run evaluated it (a typo, a
+    field the data lacks): the step fails loudly, naming file, step and field, instead of
+    dropping a proposal, passing raw template text on, or reading as "verification failed"."""

@@ -109,6 +109,7 @@ def _run_one(rt: Runtime, scenario: Scenario) -> ScenarioResult:
     except (OncallError, IntegrationError) as exc:
         triggered = Triggered(runbook=None, error=str(exc))
     queries = (telemetry.queries if isinstance(telemetry, SimTelemetry) else 0) - before
+    run_ms = (time.perf_counter() - clock.started) * 1000.0
     assert scenario.expect is not None
     return score(
         scenario.name,
@@ -118,6 +119,7 @@ def _run_one(rt: Runtime, scenario: Scenario) -> ScenarioResult:
         error=triggered.error,
         queries=queries,
         diagnosis_ms=clock.elapsed_ms,
+        run_ms=run_ms,
         destructive=frozenset(n for n in rt.deps.actions if rt.deps.actions.get(n).destructive),
     )
 

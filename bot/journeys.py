@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bot.actions.impact import approval_notes
 from bot.engine.loading import LoadedRunbook
 from bot.engine.running import RunOutcome
-from bot.errors import NotFound, OncallError, RunStateError, UserInputError
+from bot.errors import NotFound, OncallError, PolicyDenied, RunStateError, UserInputError
 from bot.incidents.mttr import DEFINITIONS, format_duration
 from bot.incidents.views import event_views, incident_view
 from bot.intake.alerts import parse_webhook
@@ -79,6 +81,7 @@ def alert_journey(rt: Runtime, term: Terminal, *, yes: bool, user: str, interact
     after_run(rt, term, outcome)
     settle_simulated_alert(rt, term, received.incident_id)
     print_incident(rt, term, received.incident_id)
+    write_html_postmortem(rt, term, received.incident_id)
     return 0
 
 
@@ -154,6 +157,8 @@ def _approval(
         f"Approval needed ({outcome.incident}, expires {_hhmm(outcome.approval['expires_at'])} UTC)"
     )
     term.proposals(outcome.approval.get("proposals", []))
+    for line in approval_notes(outcome.approval):
+        term.line(f"    {line}")
     if yes:
         answer = "y"
         term.line(f"  --yes: approving as {user}")
@@ -168,11 +173,13 @@ def _approval(
     term.heading("Remediation")
     try:
         return rt.engine.resume(outcome.run_id, decision=decision, actor=user, on_step=term.step)
+    except PolicyDenied:  # the caller reports the refusal and exits 2
+        pending = f"an approver runs gpu-oncall approve {outcome.incident}"
+        term.line(f"  The approval stays pending: {pending}")
+        raise
     except OncallError as exc:
         term.line(f"  refused: {exc}")
-        term.line(
-            f"  The approval stays pending: gpu-oncall approve {outcome.incident} --as <approver>"
-        )
+        term.line(f"  The approval stays pending: gpu-oncall approve {outcome.incident}")
         return None
 
 
@@ -200,6 +207,29 @@ def print_incident(rt: Runtime, term: Terminal, incident_id: int, *, timeline: b
     for definition in DEFINITIONS:
         value = getattr(figures, definition.name)
         term.line(f"  {definition.label:<18} {format_duration(value):>10}   ({definition.formula})")
+
+
+def write_html_postmortem(rt: Runtime, term: Terminal, incident_id: int) -> Path:
+    """Write the incident's HTML postmortem beside the SQLite database (else under
+    `.gpu-oncall/`) and print its path, and its page's URL when `pages.base_url` is set."""
+    from bot.incidents.reporting import read_postmortem  # jinja2 only when a page is written
+
+    ref = f"INC-{incident_id}"
+    url = rt.settings.pages.incident_url(ref)
+    with session_scope(rt.db) as session:
+        page = read_postmortem(
+            session, incident_id, fmt="html", page_url=url, now=rt.clock.now()
+        )
+    database = rt.db.url.database if rt.db.url.get_backend_name() == "sqlite" else None
+    folder = Path(database).parent if database else Path(".gpu-oncall")
+    folder.mkdir(parents=True, exist_ok=True)
+    path = (folder / f"{ref}-postmortem.html").resolve()
+    path.write_text(page, encoding="utf-8")
+    term.heading("Postmortem")
+    if url:
+        term.line(f"  live page: {url}")
+    term.line(f"  HTML postmortem written to {path}")
+    return path
 
 
 def find_pending_run(rt: Runtime, ref: str) -> str:

@@ -22,7 +22,7 @@ from sqlalchemy.engine import Engine
 
 from bot.incidents import figures
 from bot.incidents.figures import BOT_BUCKETS as BOT_BUCKETS
-from bot.incidents.figures import BOUNDS, UNDIAGNOSED
+from bot.incidents.figures import BOUNDS, LOST_GPU_SECONDS, UNDIAGNOSED
 from bot.incidents.figures import HUMAN_BUCKETS as HUMAN_BUCKETS
 from bot.incidents.mttr import DEFINITIONS, TimestampOrderError
 from bot.incidents.states import IncidentState
@@ -175,7 +175,7 @@ def scrape(db: Engine, counters: IntakeCounters) -> str:
 
 
 def _empty_histograms() -> dict[str, Histogram]:
-    return {
+    histograms = {
         d.name: Histogram(
             name=f"{PREFIX}_{d.name}_seconds",
             help=f"{d.label} per incident: {d.formula} (docs/mttr.md).",
@@ -184,6 +184,14 @@ def _empty_histograms() -> dict[str, Histogram]:
         )
         for d in DEFINITIONS
     }
+    histograms[LOST_GPU_SECONDS] = Histogram(
+        name=f"{PREFIX}_lost_gpu_seconds",
+        help="GPU time lost per resolved incident, in GPU-seconds (/3600 for GPU-hours): node "
+        "GPUs out of service x time + job GPUs idle x incident duration (docs/mttr.md).",
+        bounds=BOUNDS[LOST_GPU_SECONDS],
+        labelnames=_LABELNAMES,
+    )
+    return histograms
 
 
 def counted_histograms(counts: Counts) -> list[Histogram]:
@@ -199,11 +207,16 @@ def figure_histograms(incidents: Iterable[IncidentView]) -> list[Histogram]:
     """The same histograms computed from every incident (the from-scratch computation)."""
     histograms = _empty_histograms()
     for view in incidents:
+        if view.kind == "check":
+            continue  # a diagnosis that found nothing is not an incident
         try:
             figures = view.figures()
         except TimestampOrderError:
             continue  # corrupt history is reported by the postmortem, not hidden in a bucket
         labels = (view.runbook, view.layer or UNDIAGNOSED, view.severity)
+        if view.gpu_hours_lost is not None:
+            lost = timedelta(hours=view.gpu_hours_lost)  # GPU-seconds, as the buckets
+            histograms[LOST_GPU_SECONDS].observe(labels, lost)
         for d in DEFINITIONS:
             value: timedelta | None = getattr(figures, d.name)
             if value is not None:

@@ -1,15 +1,17 @@
 """Score a scenario run against its ground truth (`expect`) and render the eval report. Pure.
 
 A layer is correct when the verdict's layer equals the expected one; culprits are correct when
-the verdict names exactly the expected set (a healthy target: none). Forbidden actions are the
-proposed ones the scenario lists in `not_actions`, plus any destructive action proposed when
-the expected layer is `none` (DESIGN §12: nothing destructive for a healthy target).
+the verdict names exactly the expected set (a healthy target: none) and, where the scenario
+names the culprit GPUs (`expect.gpus`) or HCAs (`expect.hcas`), exactly those devices too: a
+verdict naming the right node but the wrong GPU is wrong. Forbidden actions are the proposed
+ones the scenario lists in `not_actions`, plus any destructive action proposed when the
+expected layer is `none` (DESIGN §12: nothing destructive for a healthy target).
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +33,12 @@ class ScenarioResult:
     forbidden_actions_proposed: tuple[str, ...]
     queries: int
     diagnosis_ms: float | None
+    expected_devices: tuple[str, ...] = ()
+    """`node:gpu-index` / `node:mlx5_N` the scenario names; empty = scored at node level."""
+    predicted_devices: tuple[str, ...] = ()
+    """The GPUs and HCAs the verdict's culprits name, in the same form."""
+    run_ms: float | None = None
+    """Wall time from the trigger to the run stopping (at its approval, or its end)."""
     status: str | None = None
     """The run's status when eval stopped it: `awaiting_approval`, or `completed` when nothing
     was proposed. Never past an approval: eval carries nothing out."""
@@ -42,9 +50,20 @@ class ScenarioResult:
 
     @property
     def culprit_correct(self) -> bool:
-        return self.predicted_layer is not None and set(self.predicted_culprits) == set(
+        named = self.predicted_layer is not None and set(self.predicted_culprits) == set(
             self.expected_culprits
         )
+        return named and self.device_correct
+
+    @property
+    def device_correct(self) -> bool:
+        """The expected GPUs/HCAs are exactly the verdict's devices of those kinds (true when
+        the scenario names none)."""
+        if not self.expected_devices:
+            return True
+        kinds = {_device_kind(d) for d in self.expected_devices}
+        predicted = {d for d in self.predicted_devices if _device_kind(d) in kinds}
+        return predicted == set(self.expected_devices)
 
     @property
     def actions_correct(self) -> bool:
@@ -61,10 +80,15 @@ class ScenarioResult:
             "expected_culprits": list(self.expected_culprits),
             "predicted_culprits": list(self.predicted_culprits),
             "culprit_correct": self.culprit_correct,
+            "expected_devices": list(self.expected_devices),
+            "predicted_devices": list(self.predicted_devices),
+            "expected_actions": list(self.expected_actions),
             "proposed_actions": list(self.proposed_actions),
+            "actions_correct": self.actions_correct,
             "forbidden_actions_proposed": list(self.forbidden_actions_proposed),
             "queries": self.queries,
-            "diagnosis_ms": None if self.diagnosis_ms is None else round(self.diagnosis_ms, 1),
+            "diagnosis_ms": _ms(self.diagnosis_ms),
+            "run_ms": _ms(self.run_ms),
         }
 
 
@@ -78,9 +102,11 @@ def score(
     queries: int,
     diagnosis_ms: float | None,
     destructive: Collection[str],
+    run_ms: float | None = None,
 ) -> ScenarioResult:
     """Compare what the run concluded and proposed with the scenario's `expect` block."""
     verdict = outcome.verdict if outcome else {}
+    expected_devices = (*expect.gpus, *(f"{n}:{d}" for n, d in _split(expect.hcas)))
     proposed = tuple(
         dict.fromkeys(
             action
@@ -105,20 +131,62 @@ def score(
         forbidden_actions_proposed=tuple(a for a in proposed if a in forbidden),
         queries=queries,
         diagnosis_ms=diagnosis_ms,
+        expected_devices=tuple(expected_devices),
+        predicted_devices=devices_named(verdict.get("culprit_details", [])),
+        run_ms=run_ms,
         status=outcome.status if outcome else None,
         error=error,
     )
 
 
+def devices_named(details: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """The GPUs (`node:3`) and HCAs (`node:mlx5_3`, port dropped) a verdict's culprits name."""
+    named: list[str] = []
+    for c in details:
+        node = c.get("node")
+        if not node:
+            continue
+        if c.get("gpu") not in (None, ""):
+            named.append(f"{node}:{c['gpu']}")
+        if c.get("hca"):
+            named.append(f"{node}:{str(c['hca']).split(':')[0]}")
+    return tuple(dict.fromkeys(named))
+
+
+def _split(refs: Sequence[str]) -> list[tuple[str, str]]:
+    return [(ref.rpartition(":")[0], ref.rpartition(":")[2]) for ref in refs]
+
+
+def _device_kind(ref: str) -> str:
+    return "hca" if ref.rpartition(":")[2].startswith("mlx5_") else "gpu"
+
+
+def _ms(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
+
+
 def summarize(results: Sequence[ScenarioResult]) -> dict[str, Any]:
     """The totals `gpu-oncall eval --json` documents."""
     n = len(results)
+    granular = [r for r in results if r.expected_devices]
+    times = [r.diagnosis_ms for r in results if r.diagnosis_ms is not None]
+    runs = [r.run_ms for r in results if r.run_ms is not None]
     return {
-        "layer_accuracy": round(sum(r.layer_correct for r in results) / n, 4) if n else 0.0,
-        "culprit_accuracy": round(sum(r.culprit_correct for r in results) / n, 4) if n else 0.0,
+        "layer_accuracy": _share(sum(r.layer_correct for r in results), n),
+        "culprit_accuracy": _share(sum(r.culprit_correct for r in results), n),
+        "device_scored": len(granular),
+        "device_accuracy": _share(sum(r.device_correct for r in granular), len(granular)),
+        "action_accuracy": _share(sum(r.actions_correct for r in results), n),
         "forbidden_action_count": sum(len(r.forbidden_actions_proposed) for r in results),
+        "diagnosis_ms_median": _ms(statistics.median(times)) if times else None,
+        "diagnosis_ms_max": _ms(max(times)) if times else None,
+        "run_ms_total": _ms(sum(runs)) if runs else None,
         "scenarios": n,
     }
+
+
+def _share(count: int, total: int) -> float:
+    return round(count / total, 4) if total else 0.0
 
 
 def render_json(results: Sequence[ScenarioResult]) -> dict[str, Any]:
@@ -152,6 +220,11 @@ def render_table(results: Sequence[ScenarioResult]) -> list[str]:
             f"{r.name:<{width}}  {runbook:<20} {r.expected_layer:<13} {predicted:<15} "
             f"{culprits:<44} {actions:<36} {ttd:>7} {r.queries:>3}"
         )
+        if not r.device_correct:
+            lines.append(
+                f"{'':<{width}}  devices: {_names(r.expected_devices)} -> "
+                f"{_names(r.predicted_devices)}"
+            )
         if r.error:
             lines.append(f"{'':<{width}}  error: {r.error}")
     lines.extend(render_totals(results))
@@ -170,6 +243,8 @@ def render_totals(results: Sequence[ScenarioResult]) -> list[str]:
         f"({summary['layer_accuracy']:.1%})",
         f"culprit accuracy     {sum(r.culprit_correct for r in results)}/{n} "
         f"({summary['culprit_accuracy']:.1%})",
+        f"device culprits      {sum(r.device_correct for r in results if r.expected_devices)}/"
+        f"{summary['device_scored']} scenarios naming a GPU/HCA",
         f"expected actions     {actions_ok}/{n} proposed in full",
         f"forbidden actions    {summary['forbidden_action_count']}",
     ]

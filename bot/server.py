@@ -26,6 +26,7 @@ from bot.intake.storms import StormPolicy
 from bot.metrics import IntakeCounters, scrape
 from bot.serving.exchange import Head, Reply, Request
 from bot.serving.front import Front, Limits
+from bot.serving.pages import IncidentPages, is_page
 from bot.serving.running import HttpServer, Tuning
 from bot.serving.wsgi import WSGIApp, call_wsgi
 from bot.wiring import Runtime
@@ -89,6 +90,12 @@ class OncallApp:
         token = self.settings.server.token
         self._token = token.get_secret_value().encode() if token else None
         self._outage = OutageNotice()
+        self.pages = IncidentPages(
+            db=self.rt.db,
+            settings=self.settings.pages,
+            runbooks=self.rt.catalog.names,
+            now=self.rt.clock.now,
+        )
 
     def mount(self, path: str, app: WSGIApp) -> None:
         """Serve `path` and everything below it with `app` (e.g. `/slack/events`)."""
@@ -152,8 +159,10 @@ class OncallApp:
             "/metrics": ("GET", lambda _: self.metrics()),
         }
         path, method = request.path, request.method
+        if is_page(path):
+            return self.pages.handle(request)
         if path not in handlers:
-            known = sorted([*handlers, *self.mounts])
+            known = sorted([*handlers, *self.mounts, "/incidents"])
             return Reply.json(404, {"error": f"no route '{path}'", "routes": known})
         allowed, handler = handlers[path]
         if method != allowed and not (allowed == "GET" and method == "HEAD"):

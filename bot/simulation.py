@@ -31,6 +31,7 @@ from bot.intake.routing import AlertRoute
 from integrations.cluster import (
     ClusterEvent,
     DrainReport,
+    JobRun,
     NodeInfo,
     Outcome,
     Permission,
@@ -219,6 +220,17 @@ class WriteThroughCluster:
 
     def label(self, node: str, labels: Mapping[str, str | None]) -> Outcome:
         return self._saved(self.inner.label(node, labels))
+
+    def create_job(self, manifest: Mapping[str, Any]) -> JobRun:
+        run = self.inner.create_job(manifest)
+        self.sim.save()
+        return run
+
+    def read_job(self, name: str, namespace: str) -> JobRun:
+        return self.inner.read_job(name, namespace)
+
+    def job_logs(self, name: str, namespace: str, *, tail_lines: int = 20) -> str:
+        return self.inner.job_logs(name, namespace, tail_lines=tail_lines)
 
     def _saved(self, outcome: Outcome) -> Outcome:
         self.sim.save()  # the fleet journals every write, a no-op one too

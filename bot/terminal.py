@@ -12,7 +12,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
-from bot.engine.summaries import describe_step, format_number
+from bot.diagnosis.units import format_reading
+from bot.engine.summaries import describe_step
 
 _COLORS = {"red": "31", "green": "32", "yellow": "33", "blue": "34", "dim": "2", "bold": "1"}
 
@@ -93,13 +94,21 @@ def render_verdict(verdict: Mapping[str, Any]) -> list[str]:
                 labels = " ".join(
                     f"{k}={v}" for k, v in ev.get("labels", {}).items() if k != "node"
                 )
-                lines.append(
-                    f"        {ev['what']} = {format_number(ev.get('value'))} {labels}".rstrip()
+                reading = format_reading(
+                    ev.get("value"),
+                    unit=str(ev.get("unit", "")),
+                    peer_median=ev.get("peer_median"),
+                    peers=int(ev.get("peers", 0)),
                 )
+                lines.append(f"        {ev['what']} = {reading} {labels}".rstrip())
     ruled = ", ".join(verdict.get("ruled_out", [])) or "none"
     missing = ", ".join(verdict.get("missing_signals", [])) or "none"
     lines.append(f"  Ruled out:   {ruled}")
+    if verdict.get("unknown_layers"):
+        lines.append(f"  Not checked: {', '.join(verdict['unknown_layers'])} (signals missing)")
     lines.append(f"  Missing:     {missing}")
+    for note in verdict.get("detectors", []):
+        lines.append(f"  Detector:    {note}")
     return lines
 
 

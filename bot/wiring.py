@@ -20,28 +20,31 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import Engine
 
+from bot.actions.breaker import safety_limits
 from bot.actions.coexistence import Markers
 from bot.actions.executing import ActionLedger
+from bot.actions.guarding import SafetyGuard
 from bot.actions.ledger import SqlActionLedger
 from bot.actions.policy import Limits, Policy, Risk
 from bot.actions.registry import ActionRegistry, default_registry
 from bot.clock import Clock, SystemClock
 from bot.config import Settings
+from bot.database import open_database as open_database  # re-exported
 from bot.diagnosis.logs import LogCatalog, load_log_catalog
 from bot.engine.catalog import RunbookCatalog, load_catalog
+from bot.engine.history import StoredGpuHistory
 from bot.engine.leases import LeaseKeeper
 from bot.engine.running import RunEngine
 from bot.engine.state import Deps
 from bot.errors import UserInputError
-from bot.incidents import figures
 from integrations.alertmanager import AlertmanagerSilences, RecordedSilences, Silences
 from integrations.cluster import Cluster
+from integrations.node_agent import HttpNodeAgent, NodeAgent
 from integrations.signals import SignalCatalog, load_signal_catalog
 from integrations.telemetry import Telemetry
 from integrations.tickets import RecordedTickets, Tickets, WebhookTickets
 from runbooks import LOG_SIGNATURES_FILE, RUNBOOK_DIR, SIGNALS_FILE
 from storage.checkpointer import make_checkpointer
-from storage.db import create_schema, make_engine, session_scope
 
 if TYPE_CHECKING:
     from bot.simulation import Fleet, Scenario, Simulation
@@ -98,26 +101,44 @@ def make_policy(settings: Settings) -> Policy:
 
 def load_catalogs(settings: Settings) -> tuple[SignalCatalog, ActionRegistry, RunbookCatalog]:
     signals = load_signal_catalog(SIGNALS_FILE)
-    actions = default_registry(markers=make_markers(settings))
+    actions = default_registry(
+        markers=make_markers(settings),
+        agent=make_node_agent(settings),
+        agent_queue=settings.agent.ticket_queue,
+    )
     catalog = load_catalog(
         [RUNBOOK_DIR, *settings.runbook_dirs], signals=signals.names(), actions=actions.names()
     )
     return signals, actions, catalog
 
 
-def open_database(settings: Settings) -> Engine:
-    """The database engine, its schema made ready (migrated, or checked when
-    `storage.migrate` is false) and the `/metrics` histograms built if they never were."""
-    storage = settings.storage
-    db = make_engine(storage.url, pool_size=storage.pool_size, max_overflow=storage.max_overflow)
-    try:
-        create_schema(db, migrate=storage.migrate)
-        with session_scope(db) as session:
-            figures.ensure_built(session)
-    except BaseException:
-        db.dispose()
-        raise
-    return db
+def make_node_agent(settings: Settings) -> NodeAgent | None:
+    """The node agent `agent.mode` names: the HTTP agent at `agent.url`, the Kubernetes Job
+    agent (its template checked now, so a bad one stops start-up with file and field), or
+    None: gpu_reset/reboot open tickets."""
+    a = settings.agent
+    mode = a.chosen_mode()
+    if mode == "none":
+        return None
+    if mode == "job":
+        from integrations.node_jobs import JobNodeAgent, JobTemplateError, load_job_template
+
+        try:
+            template = load_job_template(a.job_template)
+        except JobTemplateError as exc:
+            where = "agent.job_template (GPU_ONCALL_AGENT__JOB_TEMPLATE)"
+            raise UserInputError(f"{where}: {exc}") from exc
+        try:
+            return JobNodeAgent(template, namespace=a.namespace, timeout_seconds=a.timeout_seconds)
+        except ValueError as exc:  # InvalidName
+            raise UserInputError(f"agent.namespace (GPU_ONCALL_AGENT__NAMESPACE): {exc}") from exc
+    if not a.url:
+        raise UserInputError("agent.mode is http but agent.url (GPU_ONCALL_AGENT__URL) is not set")
+    import httpx
+
+    token = a.token.get_secret_value() if a.token else None
+    client = httpx.Client(timeout=a.timeout_seconds)
+    return HttpNodeAgent(a.url, client=client, token=token)
 
 
 def make_markers(settings: Settings) -> Markers:
@@ -192,10 +213,12 @@ def open_runtime(
             signals=signals,
             log_catalog=log_catalog or load_log_catalog(LOG_SIGNATURES_FILE),
             actions=actions,
-            ledger=_ledger(db),
+            ledger=_ledger(db, guard=make_guard(settings, cluster=cluster, clock=clock)),
             policy=make_policy(settings),
             tickets=make_tickets(settings),
             silences=silences,
+            history=StoredGpuHistory(db),
+            kernel_lookback=timedelta(hours=settings.evidence.kernel_log_lookback_hours),
         )
         leases = LeaseKeeper.configured(db, settings.work)
         engine = RunEngine(
@@ -297,5 +320,9 @@ def make_prometheus_endpoint(settings: Settings) -> PrometheusEndpoint:
     )
 
 
-def _ledger(db: Engine) -> ActionLedger:
-    return SqlActionLedger(db)
+def _ledger(db: Engine, *, guard: SafetyGuard) -> ActionLedger:
+    return SqlActionLedger(db, guard=guard)
+
+
+def make_guard(settings: Settings, *, cluster: Cluster, clock: Clock) -> SafetyGuard:
+    return SafetyGuard(limits=safety_limits(settings), cluster=cluster, clock=clock)

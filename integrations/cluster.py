@@ -12,7 +12,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class Outcome(StrEnum):
@@ -75,6 +75,20 @@ class DrainReport:
 
 
 @dataclass(frozen=True)
+class JobRun:
+    """A batch/v1 Job the bot started on a node (the node agent's Job variant). `state` is
+    `running`, `complete` or `failed` (from the Job's Complete / Failed condition); `reason` is
+    the Failed condition's reason and message. `outcome` says what `create_job` did: CHANGED when
+    it created the Job, ALREADY_DONE when one of that name existed (a resumed run)."""
+
+    name: str
+    namespace: str
+    state: str  # running | complete | failed
+    reason: str = ""
+    outcome: Outcome = Outcome.ALREADY_DONE
+
+
+@dataclass(frozen=True)
 class Permission:
     """One API permission the bot needs: `verb` on `resource` (with its API group and
     subresource), and whether the configured identity has it."""
@@ -85,10 +99,12 @@ class Permission:
     subresource: str = ""
     allowed: bool | None = None  # None: not checked
     reason: str = ""
+    namespace: str = ""  # "": cluster-wide (a ClusterRole); else granted by a Role there
 
     def describe(self) -> str:
         what = self.resource + (f"/{self.subresource}" if self.subresource else "")
-        return f"{self.verb} {what}" + (f" ({self.group})" if self.group else "")
+        where = f" in namespace {self.namespace}" if self.namespace else ""
+        return f"{self.verb} {what}" + (f" ({self.group})" if self.group else "") + where
 
 
 @dataclass(frozen=True)
@@ -166,6 +182,20 @@ class Cluster(Protocol):
     def remediation_pauses(self, node: NodeInfo) -> list[RemediationPause]:
         """Pause requests of other remediators whose selection includes the node (medik8s
         NodeHealthChecks with `spec.pauseRequests`); [] when none exist or none is installed."""
+        ...
+
+    def create_job(self, manifest: Mapping[str, Any]) -> JobRun:
+        """Create the batch/v1 Job `manifest` (plain data naming `metadata.name` and
+        `metadata.namespace`). A Job of that name that already exists (409 AlreadyExists) is
+        read instead, so a retried create never starts a second one."""
+        ...
+
+    def read_job(self, name: str, namespace: str) -> JobRun:
+        """The Job's state now (an unknown Job raises JobNotFound)."""
+        ...
+
+    def job_logs(self, name: str, namespace: str, *, tail_lines: int = 20) -> str:
+        """The last lines of the log of the Job's newest pod ("" while it has none)."""
         ...
 
     def check_permissions(self, needed: Collection[Permission]) -> list[Permission]:

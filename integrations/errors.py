@@ -54,6 +54,22 @@ class NodeNotFound(ClusterError):
         self.node = node
 
 
+class JobNotFound(ClusterError):
+    """The named Job does not exist (it was never created, or its TTL removed it)."""
+
+    retryable = False
+
+    def __init__(self, name: str, namespace: str) -> None:
+        super().__init__(f"job '{namespace}/{name}' not found")
+        self.name, self.namespace = name, namespace
+
+
+class InvalidObject(ClusterError):
+    """An object the bot was about to send is not valid for its API (checked before sending)."""
+
+    retryable = False
+
+
 RBAC_FILE = "deploy/kubernetes/base/clusterrole.yaml"
 
 

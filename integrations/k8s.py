@@ -26,7 +26,7 @@ import os
 import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import urllib3
@@ -39,6 +39,7 @@ from kubernetes.config.config_exception import ConfigException
 from integrations.cluster import (
     ClusterEvent,
     DrainReport,
+    JobRun,
     NodeInfo,
     Outcome,
     Permission,
@@ -50,12 +51,15 @@ from integrations.errors import (
     ClusterError,
     ClusterForbidden,
     EvictionBlocked,
+    InvalidObject,
+    JobNotFound,
     NodeNotFound,
     PodNotFound,
 )
 from integrations.k8s_records import (
     cluster_event,
     health_check_pause,
+    job_run,
     node_info,
     pod_info,
     skip_reason,
@@ -63,6 +67,7 @@ from integrations.k8s_records import (
 from integrations.names import (
     check_annotation_value,
     check_container_name,
+    check_job_name,
     check_label_value,
     check_namespace,
     check_node_name,
@@ -93,6 +98,9 @@ REVIEW_ACCESS = Permission("create", "selfsubjectaccessreviews", group="authoriz
 NHC_GROUP, NHC_VERSION, NHC_PLURAL = "remediation.medik8s.io", "v1alpha1", "nodehealthchecks"
 LIST_HEALTH_CHECKS = Permission("list", NHC_PLURAL, group=NHC_GROUP)
 
+CREATE_JOBS = Permission("create", "jobs", group="batch")
+GET_JOBS = Permission("get", "jobs", group="batch")
+
 REQUIRED_PERMISSIONS: tuple[Permission, ...] = (
     GET_NODES,
     LIST_NODES,
@@ -108,6 +116,11 @@ REQUIRED_PERMISSIONS: tuple[Permission, ...] = (
     REVIEW_ACCESS,
 )
 """Every (verb, resource) the adapter calls: `gpu-oncall cluster check` reviews these."""
+
+JOB_PERMISSIONS: tuple[Permission, ...] = (CREATE_JOBS, GET_JOBS)
+"""What the node agent's Job variant adds (`agent.mode: job`), granted by a Role in the agent's
+namespace only (deploy/kubernetes/node-agent/rbac.yaml), never cluster-wide: a privileged Job
+anywhere would be root on every node. Its pods' logs use LIST_PODS and POD_LOGS above."""
 
 MERGE_PATCH = "application/merge-patch+json"
 KERNEL_LOG_QUERY = "/kern.log"
@@ -198,6 +211,7 @@ class KubernetesCluster:
         self.core = client.CoreV1Api(api_client)
         self.authz = client.AuthorizationV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
+        self.batch = client.BatchV1Api(api_client)
         self.host = str(api_client.configuration.host)
         self.timeout = timeout_seconds
         self.retries = retries
@@ -452,6 +466,48 @@ class KubernetesCluster:
             if pause is not None:
                 pauses.append(pause)
         return pauses
+
+    def create_job(self, manifest: Mapping[str, Any]) -> JobRun:
+        """POST the Job; a 409 (AlreadyExists: the same idempotency key ran before) reads the
+        existing one instead, so a retry never starts a second Job."""
+        meta = manifest.get("metadata") or {}
+        name = check_job_name(str(meta.get("name", "")))
+        ns = check_namespace(str(meta.get("namespace", "")))
+        body: Any = dict(manifest)  # the client takes plain data for a V1Job
+        try:
+            created = self._send(
+                CREATE_JOBS,
+                lambda: self.batch.create_namespaced_job(ns, body, _request_timeout=self.timeout),
+                target=f"{ns}/{name}",
+            )
+        except ClusterConflict:
+            return self.read_job(name, ns)
+        except ValueError as exc:  # the client's model check, before any request
+            first = " ".join(str(exc).split())[:300]
+            raise InvalidObject(f"job {ns}/{name} is not a valid batch/v1 Job: {first}") from exc
+        return job_run(created, outcome=Outcome.CHANGED)
+
+    def read_job(self, name: str, namespace: str) -> JobRun:
+        job, ns = check_job_name(name), check_namespace(namespace)
+        found = self._send(
+            GET_JOBS,
+            lambda: self.batch.read_namespaced_job(job, ns, _request_timeout=self.timeout),
+            target=f"{ns}/{job}",
+            missing=lambda: JobNotFound(job, ns),
+        )
+        return job_run(found)
+
+    def job_logs(self, name: str, namespace: str, *, tail_lines: int = 20) -> str:
+        """One paginated list of the namespace's pods labelled `job-name=<name>` (set by the
+        Job controller), then the newest one's log."""
+        job, ns = check_job_name(name), check_namespace(namespace)
+        pods = self._pages(
+            LIST_PODS, self.core.list_namespaced_pod, ns, label_selector=f"job-name={job}"
+        )
+        if not pods:
+            return ""
+        newest = max(pods, key=lambda p: (p.metadata.creation_timestamp or _EPOCH, p.metadata.name))
+        return self.pod_logs(newest.metadata.name, ns, tail_lines=tail_lines)
 
     def check_permissions(self, needed: Collection[Permission]) -> list[Permission]:
         """One SelfSubjectAccessReview per permission, for the configured identity."""
@@ -730,6 +786,7 @@ class KubernetesCluster:
                     group=need.group,
                     resource=need.resource,
                     subresource=need.subresource or None,
+                    namespace=need.namespace or None,
                 )
             ),
         )
@@ -747,9 +804,13 @@ class KubernetesCluster:
             resource=need.resource,
             group=need.group,
             subresource=need.subresource,
+            namespace=need.namespace,
             allowed=allowed,
             reason=reason or ("" if allowed else "no RBAC rule grants it"),
         )
+
+
+_EPOCH = datetime.min.replace(tzinfo=UTC)
 
 
 def _file_listing(text: str) -> bool:

@@ -1,4 +1,4 @@
-"""API objects -> the Cluster port's records (NodeInfo, PodInfo, ClusterEvent,
+"""API objects -> the Cluster port's records (NodeInfo, PodInfo, ClusterEvent, JobRun,
 RemediationPause), and which pods a drain leaves alone.
 
 Reads attributes of the kubernetes client's models without importing `kubernetes` (only
@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from integrations.cluster import ClusterEvent, NodeInfo, PodInfo, RemediationPause
+from integrations.cluster import ClusterEvent, JobRun, NodeInfo, Outcome, PodInfo, RemediationPause
 from integrations.selectors import matches
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
@@ -135,3 +135,20 @@ def _gpus(resources: Mapping[str, str] | None) -> int:
         return int(str(value)) if value is not None else 0
     except ValueError:
         return 0
+
+
+def job_run(job: Any, *, outcome: Outcome = Outcome.ALREADY_DONE) -> JobRun:
+    """A batch/v1 Job's state from its conditions: Complete or Failed (status True), else
+    running. A Failed condition's reason and message become `reason`."""
+    meta, status = job.metadata, job.status
+    state, reason = "running", ""
+    for condition in (status.conditions if status else None) or []:
+        if condition.status != "True":
+            continue
+        if condition.type == "Complete":
+            state = "complete"
+        elif condition.type == "Failed":
+            state = "failed"
+            reason = ": ".join(p for p in (condition.reason, condition.message) if p)
+            break
+    return JobRun(meta.name, meta.namespace, state, reason, outcome)

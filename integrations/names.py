@@ -79,6 +79,11 @@ def check_namespace(name: str) -> str:
     return _check_label(name, what="namespace")
 
 
+def check_job_name(name: str) -> str:
+    """A Job name: a DNS-1123 label (its pods carry it in the `job-name` label)."""
+    return _check_label(name, what="job name")
+
+
 def check_container_name(name: str) -> str:
     """A container name: a DNS-1123 label."""
     return _check_label(name, what="container name")

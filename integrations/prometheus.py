@@ -27,7 +27,7 @@ from urllib3.util.retry import Retry
 from integrations.errors import TelemetryUnavailable
 from integrations.promql import MISSING_LABEL, SignalQueryText, render_signal
 from integrations.signals import DEFAULT_HOST_LABELS, DEFAULT_WORKLOAD_LABELS, SignalCatalog
-from integrations.telemetry import Sample, SignalQuery, SignalResult
+from integrations.telemetry import Sample, SeriesPoints, SignalQuery, SignalResult
 
 logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -76,15 +76,6 @@ class PrometheusEndpoint:
             session=session,
             timeout=self.timeout_seconds,
         )
-
-
-@dataclass(frozen=True)
-class SeriesPoints:
-    """One signal series over time (a range read): its node, identity labels and points."""
-
-    node: str
-    labels: dict[str, str]
-    points: tuple[tuple[datetime, float], ...]
 
 
 class PrometheusTelemetry:

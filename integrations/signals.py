@@ -108,6 +108,12 @@ class SignalSpec(BaseModel):
     """dcgm-exporter ships this counter disabled: an absent series means *not configured*."""
     keep_labels: tuple[str, ...] = ()
     """Extra labels to carry into samples (e.g. `err_code` on the XID gauge)."""
+    changed_by: str | None = None
+    """For a gauge that holds its last value after the fault is gone (dcgm-exporter's XID
+    gauge): the `fn: changes` signal over the same metric. A non-zero sample counts only when
+    its series changed within `changed_within`; otherwise it is a held value (stale)."""
+    changed_within: str = Field(default="24h", pattern=r"^\d+(s|m|h|d)$")
+    """How recent the last change of a `changed_by` gauge must be for its value to count."""
 
     @model_validator(mode="after")
     def _quantile_needs_a_value(self) -> SignalSpec:

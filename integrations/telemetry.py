@@ -1,13 +1,13 @@
 """The Telemetry port: read named signals (runbooks/signals.yaml) for a batch of nodes.
 
 Ports speak the domain (signal names, validated node names), never PromQL. Implemented by
-`integrations.sim.telemetry.SimTelemetry` and (later) `integrations.prometheus.PrometheusTelemetry`.
+`integrations.sim.telemetry.SimTelemetry` and `integrations.prometheus.PrometheusTelemetry`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Protocol
 
 from integrations.names import check_node_name
@@ -53,6 +53,16 @@ class SignalResult:
     queries: int = 1
 
 
+@dataclass(frozen=True)
+class SeriesPoints:
+    """One signal series over time (a range read): its node, identity labels and points, oldest
+    first. A step where the series had no value has no point (absence is data, never 0.0)."""
+
+    node: str
+    labels: dict[str, str]
+    points: tuple[tuple[datetime, float], ...]
+
+
 class Telemetry(Protocol):
     """Reads named signals for a batch of nodes.
 
@@ -62,3 +72,10 @@ class Telemetry(Protocol):
     """
 
     def read(self, query: SignalQuery) -> SignalResult: ...
+
+    def read_range(
+        self, query: SignalQuery, *, start: datetime, end: datetime, step: timedelta
+    ) -> list[SeriesPoints]:
+        """The signal evaluated every `step` over `[start, end]` as one backend query, each
+        point over `query.window` (the series behind a verdict, kept for the postmortem)."""
+        ...

@@ -4,11 +4,15 @@
 who claimed it, so a resumed run, a retried node or another replica finds the existing row
 (claimed=False) and reuses its result instead of acting twice. A claim may carry a lease: a
 `running` row whose lease expired (its worker crashed) can be claimed again, once.
+
+A claim may carry a safety `check` (bot/actions/guarding.py): it runs under the limits lock
+(storage/safety.py), in the claim's transaction, whenever the claim would start the action
+(a new key, or a takeover); when it returns a result, the key is recorded `blocked` with it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -18,10 +22,15 @@ from sqlmodel import Session, col, select
 from storage.db import insert_unique
 from storage.errors import ActionNotRunningError, InvalidValueError, RecordNotFoundError
 from storage.runs import get_run
+from storage.safety import lock_limits
 from storage.tables import ActionRow
 
 RUNNING = "running"
+BLOCKED = "blocked"
 FINISHED_STATUSES = ("succeeded", "failed", "skipped", "dry_run")
+
+Check = Callable[[Session], Mapping[str, Any] | None]
+"""A safety check run inside the claim: a blocked result, or None when the action may run."""
 
 
 def get_action(session: Session, key: str) -> ActionRow | None:
@@ -42,11 +51,13 @@ def claim_action(
     at: datetime,
     incident_id: int | None = None,
     lease: timedelta | None = None,
+    check: Check | None = None,
 ) -> tuple[ActionRow, bool]:
     """Claim the right to run an action. Returns (row, claimed).
 
-    claimed=False means someone already holds or finished this key: do not act, use the
-    row's status and result. `incident_id` defaults to the run's incident.
+    claimed=False means someone already holds or finished this key, or `check` blocked it
+    (status `blocked`): do not act, use the row's status and result. `incident_id` defaults
+    to the run's incident.
     """
     if incident_id is None:
         run = get_run(session, run_id)
@@ -65,10 +76,28 @@ def claim_action(
         started_at=at,
         lease_expires_at=at + lease if lease is not None else None,
     )
+    if check is not None:
+        lock_limits(session)
+        existing = get_action(session, key)
+        if existing is None or _lease_expired(existing, at):
+            blocked = check(session)
+            if blocked is not None:
+                return _block(session, existing or row, blocked, at=at), False
     claimed_row, claimed = insert_unique(session, row, existing=lambda: get_action(session, key))
     if claimed or not _lease_expired(claimed_row, at):
         return claimed_row, claimed
     return claimed_row, _take_over(session, claimed_row, at=at, lease=lease)
+
+
+def _block(
+    session: Session, row: ActionRow, result: Mapping[str, Any], *, at: datetime
+) -> ActionRow:
+    """Record the key as blocked: a new row, or the expired claim of a dead worker."""
+    row.status, row.outcome, row.result = BLOCKED, BLOCKED, dict(result)
+    row.finished_at, row.lease_expires_at = at, None
+    session.add(row)
+    session.flush()
+    return row
 
 
 def _lease_expired(row: ActionRow, at: datetime) -> bool:

@@ -19,6 +19,7 @@ from sqlalchemy.engine import URL, Connection, Engine, create_engine, make_url
 from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 from sqlmodel import Session, SQLModel
 
+from storage import revisions
 from storage import tables as _tables  # noqa: F401  (registers the tables on SQLModel.metadata)
 from storage.errors import (
     BackendNotInstalledError,
@@ -132,7 +133,9 @@ def create_schema(engine: Engine, *, migrate: bool = True) -> None:
     """Make the database ready for this release (idempotent). `migrate`: create a fresh
     database or upgrade an older one through the migrations (storage/migrating.py); otherwise
     refuse a database whose schema is not this release's (SchemaOutOfDateError)."""
-    from storage import migrating  # alembic: imported only by commands that open the database
+    if revisions.schema_is_current(engine):
+        return  # the common case, at every start: no Alembic import, one SELECT
+    from storage import migrating  # alembic: only when the schema may need work
 
     try:
         if migrate:

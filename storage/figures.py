@@ -39,6 +39,8 @@ STAMP_COLUMNS = (
     "resolved_at",
 )
 """The incident timestamps the figures are computed from (`mttr.compute_figures` arguments)."""
+CHECK = "check"
+"""`incidents.kind` of a diagnosis that found nothing: left out of every MTTR figure."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,7 @@ class IncidentFigureColumns:
     layer: str | None
     severity: str
     stamps: Mapping[str, datetime | None]
+    gpu_hours: float | None = None  # `gpu_hours_lost`, known once resolved
 
 
 def add_counts(session: Session, counts: Counts) -> None:
@@ -155,7 +158,9 @@ def has_incidents(session: Session) -> bool:
 @cache
 def _columns_query() -> Any:
     c = _INCIDENTS.c
-    return select(c.id, c.runbook, c.layer, c.severity, *(c[name] for name in STAMP_COLUMNS))
+    stamps = (c[name] for name in STAMP_COLUMNS)
+    columns = select(c.id, c.runbook, c.layer, c.severity, c.gpu_hours_lost, *stamps)
+    return columns.where(c.kind != CHECK)  # a check (nothing found) has no MTTR figures
 
 
 def _rows(session: Session, statement: Any) -> Iterator[IncidentFigureColumns]:
@@ -166,4 +171,5 @@ def _rows(session: Session, statement: Any) -> Iterator[IncidentFigureColumns]:
             layer=row.layer,
             severity=row.severity,
             stamps={name: getattr(row, name) for name in STAMP_COLUMNS},
+            gpu_hours=row.gpu_hours_lost,
         )

@@ -61,6 +61,7 @@ def create_incident(
         state="open",
         group_key=key,
         fired_at=fired_at,
+        fired_at_source=None if fired_at is None else "alert",
         detected_at=detected_at,
         created_at=at,
     )
@@ -94,6 +95,25 @@ def list_incidents(session: Session, *, open_only: bool = False, limit: int = 50
     return list(session.exec(statement.order_by(col(Incident.id).desc()).limit(limit)))
 
 
+def filter_incidents(
+    session: Session,
+    *,
+    states: Collection[str] = (),
+    runbook: str | None = None,
+    layer: str | None = None,
+    limit: int = 50,
+) -> list[Incident]:
+    """The newest incidents first, narrowed to any of `states`, one runbook and one layer."""
+    statement = select(Incident)
+    if states:
+        statement = statement.where(col(Incident.state).in_(list(states)))
+    if runbook is not None:
+        statement = statement.where(Incident.runbook == runbook)
+    if layer is not None:
+        statement = statement.where(Incident.layer == layer)
+    return list(session.exec(statement.order_by(col(Incident.id).desc()).limit(limit)))
+
+
 def count_by_state(session: Session) -> dict[str, int]:
     """How many incidents are in each state (states with none are absent)."""
     statement = select(Incident.state, func.count()).group_by(col(Incident.state))
@@ -105,6 +125,7 @@ def list_resolved(
 ) -> list[Incident]:
     """Incidents resolved in [since, until), oldest first (for MTTR summaries)."""
     statement = select(Incident).where(col(Incident.resolved_at) >= since)
+    statement = statement.where(Incident.kind != "check")  # checks have no MTTR figures
     if until is not None:
         statement = statement.where(col(Incident.resolved_at) < until)
     return list(session.exec(statement.order_by(col(Incident.resolved_at), col(Incident.id))))
@@ -148,6 +169,12 @@ def list_events(
     if pinned_only:
         statement = statement.where(col(TimelineEvent.pinned).is_(True))
     return list(session.exec(statement.order_by(col(TimelineEvent.at), col(TimelineEvent.id))))
+
+
+def get_event(session: Session, *, incident_id: int, event_id: int) -> TimelineEvent | None:
+    """One event of one incident's timeline (None when the incident has no such event)."""
+    event = session.get(TimelineEvent, event_id)
+    return event if event is not None and event.incident_id == incident_id else None
 
 
 def find_open_incidents(session: Session, group_keys: Collection[str]) -> dict[str, Incident]:

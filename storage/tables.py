@@ -99,6 +99,10 @@ class Incident(SQLModel, table=True):
     mitigated_at: datetime | None = _at(nullable=True)
     resolved_at: datetime | None = _at(nullable=True)
     fired_at_corrected_by: str | None = None
+    fired_at_source: str | None = None  # alert | human (None: nobody said when impact began)
+    kind: str = Field(default="incident", sa_column_kwargs={"server_default": "incident"})
+    """`incident`, or `check`: a person's diagnosis that found nothing (no MTTR figures)."""
+    gpu_hours_lost: float | None = None  # set at resolution (bot/incidents/gpu_hours.py)
     created_at: datetime = _at()
 
     @property
@@ -120,6 +124,8 @@ class TimelineEvent(SQLModel, table=True):
     summary: str
     payload: dict[str, Any] = _json_dict()
     pinned: bool = False
+    pinned_by: str | None = None  # who last pinned or unpinned it (None: the default by kind)
+    pinned_at: datetime | None = _at(nullable=True)
     run_id: str | None = None
     step_id: str | None = None
 
@@ -171,12 +177,53 @@ class ActionRow(SQLModel, table=True):
     target: str
     params: dict[str, Any] = _json_dict()
     idempotency_key: str = Field(unique=True)
-    status: str = "running"  # running | succeeded | failed | skipped | dry_run
-    outcome: str | None = None  # e.g. changed | already_done
+    status: str = "running"  # running | succeeded | failed | skipped | dry_run | blocked
+    outcome: str | None = None  # e.g. changed | already_done | blocked (a safety limit)
     result: dict[str, Any] = _json_dict()
     started_at: datetime = _at()
     finished_at: datetime | None = _at(nullable=True)
     lease_expires_at: datetime | None = _at(nullable=True)
+
+
+class SafetyBreaker(SQLModel, table=True):
+    """The circuit breaker of node removals (storage/safety.py): `open` from `tripped_at`
+    until an approver resets it; removals before `reset_at` no longer count towards it."""
+
+    __tablename__ = "safety_breakers"
+
+    name: str = Field(primary_key=True)  # "removals"
+    state: str = "closed"  # closed | open
+    tripped_at: datetime | None = _at(nullable=True)
+    trip_detail: str | None = None
+    reset_at: datetime | None = _at(nullable=True)
+    reset_by: str | None = None
+    reset_reason: str | None = None
+
+
+class PauseRequest(SQLModel, table=True):
+    """A person's request that the bot change nothing in the cluster (`/gpu pause <reason>`,
+    medik8s NodeHealthCheck `pauseRequests`); in force until `resumed_at`."""
+
+    __tablename__ = "pause_requests"
+
+    id: int | None = Field(default=None, primary_key=True)
+    reason: str
+    requested_by: str
+    requested_at: datetime = _at()
+    resumed_at: datetime | None = _at(nullable=True, index=True)
+    resumed_by: str | None = None
+
+
+class SafetyStorm(SQLModel, table=True):
+    """A pool or topology domain where a capacity limit blocked a removal: no new removal
+    there until `stormCooldownDuration` after `last_blocked_at`."""
+
+    __tablename__ = "safety_storms"
+
+    scope: str = Field(primary_key=True)  # e.g. "pool nvidia.com/gpu.product=H100"
+    started_at: datetime = _at()
+    last_blocked_at: datetime = _at()
+    detail: str
 
 
 class ApprovalRow(SQLModel, table=True):
@@ -290,3 +337,53 @@ class FigureBucket(SQLModel, table=True):
     bucket: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
     observations: int = Field(sa_column=Column(BigInteger, nullable=False))
     micros: int = Field(sa_column=Column(BigInteger, nullable=False))
+
+
+class EvidenceSnapshot(SQLModel, table=True):
+    """The key series behind a run's verdict, read from telemetry when the run localized: the
+    culprit's signal and a few peers over the incident window plus a margin (storage/snapshots.py).
+    A postmortem draws its metric chart from this row, so it renders after the backend has
+    forgotten the data. `series` holds `[{"node", "role": culprit|peer, "labels", "points":
+    [[unix seconds, value], ...]}]`. One row per (run, signal)."""
+
+    __tablename__ = "evidence_snapshots"
+    __table_args__ = (
+        UniqueConstraint("run_id", "signal", name="uq_evidence_snapshots_run_signal"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    incident_id: int = Field(foreign_key="incidents.id", index=True)
+    run_id: str
+    signal: str
+    start: datetime = _at()
+    end: datetime = _at()
+    step_seconds: float
+    onset_at: datetime | None = _at(nullable=True)
+    series: list[dict[str, Any]] = _json_list()
+    taken_at: datetime = _at()
+
+
+class GpuHistoryRow(SQLModel, table=True):
+    """One fact about one physical GPU, kept across incidents (storage/gpu_history.py): a
+    finding that named it (`kind` finding, `what` e.g. `xid 48`) or an action on it (`kind`
+    action, `what` e.g. `gpu_reset`). `gpu_key` is the GPU's UUID when known (it follows the
+    GPU to another node or slot), else `node/gpu<index>`. One row per (run, GPU, kind, what)."""
+
+    __tablename__ = "gpu_history"
+    __table_args__ = (
+        UniqueConstraint("run_id", "gpu_key", "kind", "what", name="uq_gpu_history_run_fact"),
+        Index("ix_gpu_history_key_at", "gpu_key", "at"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    gpu_key: str
+    uuid: str | None = None
+    serial: str | None = None
+    node: str
+    gpu: str | None = None
+    kind: str  # finding | action
+    what: str
+    incident_id: int | None = Field(default=None, foreign_key="incidents.id", index=True)
+    run_id: str
+    detail: str = ""
+    at: datetime = _at()

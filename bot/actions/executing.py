@@ -1,8 +1,10 @@
-"""Exactly-once execution of approved actions.
+"""Exactly-once execution of approved actions, each checked against the safety limits.
 
 Each action is claimed under the idempotency key (run, step, action, target) before it runs.
 The key is unique in the database, so a resumed run, a retried node or a second replica finds
-the existing claim and reuses its recorded result instead of acting twice.
+the existing claim and reuses its recorded result instead of acting twice. The claim is also
+the one place the safety limits are enforced (bot/actions/guarding.py): an action they block
+is recorded `blocked` with the reason and never runs; that is a result, not a failure.
 """
 
 from __future__ import annotations
@@ -16,11 +18,14 @@ from typing import Any, Protocol
 from bot.actions.registry import ActionContext, ActionResult, ActionSpec
 from integrations.errors import IntegrationError
 
+BLOCKED = "blocked"
+"""The status and outcome of an action a safety limit stopped (bot/actions/limits.py)."""
+
 
 @dataclass(frozen=True)
 class Claim:
     claimed: bool
-    status: str  # running | succeeded | failed | skipped | dry_run
+    status: str  # running | succeeded | failed | skipped | dry_run | blocked
     result: dict[str, Any]
 
 
@@ -37,7 +42,11 @@ class ActionLedger(Protocol):
         target: str,
         params: Mapping[str, Any],
         at: datetime,
-    ) -> Claim: ...
+        target_kind: str = "node",
+    ) -> Claim:
+        """Claim the key, after the safety limits let the action through (else `blocked`).
+        Raises IntegrationError when the cluster cannot be read for the limits."""
+        ...
 
     def finish(self, *, key: str, status: str, result: Mapping[str, Any], at: datetime) -> None: ...
 
@@ -59,15 +68,22 @@ def execute_once(
 ) -> dict[str, Any]:
     """Run `spec` once for this key; a repeated call returns the first call's result."""
     now = ctx.clock.now()
-    claim = ledger.claim(
-        key=ctx.idempotency_key,
-        run_id=ctx.run_id,
-        step_id=step_id,
-        action=spec.name,
-        target=target,
-        params=params,
-        at=now,
-    )
+    try:
+        claim = ledger.claim(
+            key=ctx.idempotency_key,
+            run_id=ctx.run_id,
+            step_id=step_id,
+            action=spec.name,
+            target=target,
+            params=params,
+            at=now,
+            target_kind=spec.target_kind,
+        )
+    except IntegrationError as exc:  # nothing was claimed: a retry checks and claims again
+        detail = f"{spec.name} {target} not run: cannot read the cluster for the limits: {exc}"
+        return ActionResult("failed", detail).to_dict() | _about(spec, target)
+    if claim.status == BLOCKED:
+        return dict(claim.result) | _about(spec, target)
     if not claim.claimed:
         previous = dict(claim.result)
         previous["repeated"] = True
@@ -85,6 +101,10 @@ def execute_once(
         skipped = ("skipped", "refused", "cancelled")  # refused/cancelled: nothing was done
         status = "failed" if result.outcome == "failed" else "succeeded"
         status = "skipped" if result.outcome in skipped else status
-    payload = result.to_dict() | {"action": spec.name, "target": target, "risk": spec.risk.value}
+    payload = result.to_dict() | _about(spec, target)
     ledger.finish(key=ctx.idempotency_key, status=status, result=payload, at=ctx.clock.now())
     return payload
+
+
+def _about(spec: ActionSpec, target: str) -> dict[str, Any]:
+    return {"action": spec.name, "target": target, "risk": spec.risk.value}

@@ -1,5 +1,6 @@
 """The action ledger over the database: idempotency keys are unique in `actions`, so the
-claim is decided by the database, never by an in-memory cache (DESIGN §8)."""
+claim is decided by the database, never by an in-memory cache (DESIGN §8). With a
+`SafetyGuard`, every claim first passes the safety limits in the same transaction."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.engine import Engine
+from sqlmodel import Session
 
 from bot.actions.executing import Claim
+from bot.actions.guarding import SafetyGuard
 from storage import actions as action_store
 from storage.db import session_scope
 
@@ -18,8 +21,9 @@ ACTION_LEASE = timedelta(minutes=10)
 
 
 class SqlActionLedger:
-    def __init__(self, db: Engine) -> None:
+    def __init__(self, db: Engine, *, guard: SafetyGuard | None = None) -> None:
         self._db = db
+        self._guard = guard
 
     def claim(
         self,
@@ -31,7 +35,18 @@ class SqlActionLedger:
         target: str,
         params: Mapping[str, Any],
         at: datetime,
+        target_kind: str = "node",
     ) -> Claim:
+        check: action_store.Check | None = None
+        guard = self._guard
+        if guard is not None and guard.guards(action):
+            observed = guard.observe(action=action, target=target, target_kind=target_kind)
+
+            def check(session: Session) -> dict[str, Any] | None:
+                return guard.check(
+                    session, observed=observed, action=action, target=target, key=key, at=at
+                )
+
         with session_scope(self._db) as session:
             row, claimed = action_store.claim_action(
                 session,
@@ -43,6 +58,7 @@ class SqlActionLedger:
                 params=params,
                 at=at,
                 lease=ACTION_LEASE,
+                check=check,
             )
             return Claim(claimed, row.status, dict(row.result or {}))
 

@@ -26,6 +26,7 @@ from bot.errors import UserInputError
 from integrations.alertmanager import Matcher, Silences
 from integrations.cluster import Cluster, DrainReport, NodeInfo, Outcome
 from integrations.names import check_node_name
+from integrations.node_agent import NodeAgent
 from integrations.tickets import Ticket, Tickets
 
 
@@ -101,9 +102,11 @@ def node_actions(markers: Markers) -> list[ActionSpec]:
             return stop
         if node.unschedulable:
             _mark_claimed_cordon_done(ctx, node, markers)
-            return ActionResult(Outcome.ALREADY_DONE.value, f"{node.name} already cordoned")
+            gpus = {"gpus": node.gpu_capacity}  # GPU-hours out of service (incidents/gpu_hours)
+            return ActionResult(Outcome.ALREADY_DONE.value, f"{node.name} already cordoned", gpus)
         _cordon_owned(ctx, node.name, markers, reason=_reason(ctx, params))
-        return ActionResult(Outcome.CHANGED.value, f"{node.name} cordoned", _owner(ctx))
+        data = _owner(ctx) | {"gpus": node.gpu_capacity}
+        return ActionResult(Outcome.CHANGED.value, f"{node.name} cordoned", data)
 
     def uncordon(ctx: ActionContext, target: str, params: Mapping[str, Any]) -> ActionResult:
         node = _read_node(ctx, target)
@@ -127,7 +130,9 @@ def node_actions(markers: Markers) -> list[ActionSpec]:
         else:
             _mark_claimed_cordon_done(ctx, node, markers)
         report = ctx.cluster.drain(node.name, grace=grace)
-        return _drained(node.name, report)
+        drained = _drained(node.name, report)
+        drained.data["gpus"] = node.gpu_capacity  # GPU-hours out of service (incidents/gpu_hours)
+        return drained
 
     def taint(ctx: ActionContext, target: str, params: Mapping[str, Any]) -> ActionResult:
         node = _read_node(ctx, target)
@@ -295,18 +300,6 @@ def _show(duration: timedelta) -> str:
     return f"{seconds}s"
 
 
-def _needs_node_agent(name: str) -> ActionFn:
-    def run(ctx: ActionContext, target: str, params: Mapping[str, Any]) -> ActionResult:
-        check_node_name(target)
-        return ActionResult(
-            "skipped",
-            f"{name} {target} needs a node-agent hook, and none is configured; "
-            "open a ticket or run it by hand",
-        )
-
-    return run
-
-
 def render_ticket(*, queue: str, target: str, incident: str, verdict: Mapping[str, Any]) -> Ticket:
     """A ticket pre-filled with the evidence (XID codes, ECC counts, remap state, GPU UUIDs)."""
     findings = verdict.get("findings", [])
@@ -325,10 +318,14 @@ def render_ticket(*, queue: str, target: str, incident: str, verdict: Mapping[st
     return Ticket(queue=queue, title=title, body="\n".join(lines), fields=fields)
 
 
-def default_registry(*, markers: Markers | None = None) -> ActionRegistry:
+def default_registry(
+    *, markers: Markers | None = None, agent: NodeAgent | None = None, agent_queue: str = "node-ops"
+) -> ActionRegistry:
     """The built-in actions. Risk levels drive the approval policy; `markers` are the node
-    annotations and labels the node actions write and respect (`kubernetes.*` settings)."""
-    # Imported here: the workload actions build on this module's ActionSpec and render_ticket.
+    annotations and labels the node actions write and respect (`kubernetes.*` settings);
+    `agent` carries out gpu_reset/reboot (None: they open a ticket in `agent_queue`)."""
+    # Imported here: these actions build on this module's ActionSpec and render_ticket.
+    from bot.actions.node_agent import node_agent_actions
     from bot.actions.workloads import WORKLOAD_ACTIONS
 
     return ActionRegistry(
@@ -351,21 +348,6 @@ def default_registry(*, markers: Markers | None = None) -> ActionRegistry:
                 False,
                 _silence,
             ),
-            ActionSpec(
-                "gpu_reset",
-                Risk.HIGH,
-                "Reset a GPU (nvidia-smi -r) via the node agent",
-                "node",
-                True,
-                _needs_node_agent("gpu_reset"),
-            ),
-            ActionSpec(
-                "reboot",
-                Risk.HIGH,
-                "Reboot the node via the node agent",
-                "node",
-                True,
-                _needs_node_agent("reboot"),
-            ),
+            *node_agent_actions(agent, ticket_queue=agent_queue),
         ]
     )

@@ -63,15 +63,28 @@ class Culprit:
 
 @dataclass(frozen=True)
 class Evidence:
-    """One observed value (or log line) that supports a finding."""
+    """One observed value (or log line) that supports a finding: the culprit's own sample, and
+    when the signal was read on peers too, their median next to it."""
 
     source: str  # step id
     what: str  # signal name or log signature
     value: float | str | None = None
     labels: dict[str, str] = field(default_factory=dict)
+    unit: str = ""
+    """The signal's unit (runbooks/signals.yaml), for formatting (bot.diagnosis.units)."""
+    peer_median: float | None = None
+    """The median of the same signal over the other samples read (None: no peers read)."""
+    peers: int = 0
+    """How many other samples `peer_median` is taken over."""
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data: dict[str, Any] = {"source": self.source, "what": self.what, "value": self.value}
+        data["labels"] = dict(self.labels)
+        if self.unit:
+            data["unit"] = self.unit
+        if self.peer_median is not None:
+            data |= {"peer_median": self.peer_median, "peers": self.peers}
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Evidence:
@@ -80,6 +93,9 @@ class Evidence:
             what=data["what"],
             value=data.get("value"),
             labels=dict(data.get("labels", {})),
+            unit=str(data.get("unit", "")),
+            peer_median=data.get("peer_median"),
+            peers=int(data.get("peers", 0)),
         )
 
 
@@ -94,9 +110,18 @@ class Finding:
     affected: tuple[str, ...] = ()
     """Every node showing the symptom when the check looked across many (the culprit is the
     first); cross-node correlation reads it to find a shared rack, switch or driver."""
+    outlier: bool | None = None
+    """Whether the culprit's own reading stands out from its peers' (other nodes read by the
+    same step: the job's nodes, the rack); None when no peer was read. A cordon needs True or
+    None: a node that reads like its peers is not the one to take out (bot.diagnosis.gating).
+    For a finding with `members`, True when any member stands out."""
+    members: tuple[Culprit, ...] = ()
+    """Each node's own device when the check names devices on many nodes at once (a storm's
+    DBE on GPU 4 of eight nodes: eight culprits `node / GPU 4`); `culprit` is one of them.
+    Empty when the finding names one culprit, or nodes only (`affected`)."""
 
     def to_dict(self) -> dict[str, Any]:
-        data = {
+        data: dict[str, Any] = {
             "check_id": self.check_id,
             "layer": self.layer.value,
             "severity": self.severity.value,
@@ -104,6 +129,8 @@ class Finding:
             "culprit": self.culprit.to_dict(),
             "evidence": [e.to_dict() for e in self.evidence],
         }
+        data |= {"outlier": self.outlier} if self.outlier is not None else {}
+        data |= {"members": [m.to_dict() for m in self.members]} if self.members else {}
         return data | ({"affected": list(self.affected)} if self.affected else {})
 
     @classmethod
@@ -116,6 +143,8 @@ class Finding:
             culprit=Culprit.from_dict(data.get("culprit", {})),
             evidence=tuple(Evidence.from_dict(e) for e in data.get("evidence", [])),
             affected=tuple(data.get("affected", [])),
+            outlier=data.get("outlier"),
+            members=tuple(Culprit.from_dict(m) for m in data.get("members", [])),
         )
 
 

@@ -4,7 +4,10 @@ Layers are scored by the severity of their findings. The verdict is the *lowest*
 strong evidence (a critical finding, or warnings adding up), because a failure is cheapest to
 localize where it originates and symptoms propagate upward (a bad IB link shows up as an NCCL
 hang and an MFU drop; DESIGN §5). With no strong evidence anywhere the highest-scoring layer wins;
-with no findings at all the target is healthy (`none`). Pure: no I/O.
+with no findings at all the target is healthy (`none`). A layer is *ruled out* only when every
+check of it was evaluated on data and passed; a layer with a check that could not be evaluated
+(its signals missing or stale) and no finding is *unknown*, and each unknown layer lowers the
+confidence, so "no fault found" never hides a detector that said nothing. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -18,6 +21,10 @@ from bot.diagnosis.layers import SEVERITY_WEIGHT, Layer, Severity, layer_rank
 
 #: A layer is "strong" when its findings weigh at least this much (one critical, or 2 warnings).
 STRONG_EVIDENCE = 2.0
+#: Each layer left unknown (its signals missing) takes this share off the confidence ...
+UNKNOWN_LAYER_PENALTY = 0.1
+#: ... down to at most this much in total.
+MAX_UNKNOWN_PENALTY = 0.4
 
 
 @dataclass(frozen=True)
@@ -31,6 +38,15 @@ class Verdict:
     ruled_out: tuple[Layer, ...]
     missing_signals: tuple[str, ...]
     summary: str
+    unknown: tuple[Layer, ...] = ()
+    """Layers with no finding whose checks could not all be evaluated: neither the verdict
+    nor ruled out."""
+    detectors: tuple[str, ...] = ()
+    """What is wrong with the detectors rather than the hardware (a gauge holding a value it
+    stopped updating): reported apart from the verdict, never a reason to act on a GPU."""
+    history: tuple[dict[str, Any], ...] = ()
+    """Per culprit GPU, what its fault history says (bot.diagnosis.history.GpuRecord.to_dict:
+    occurrences, resets, the ladder's rung and a sentence for people)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -43,6 +59,9 @@ class Verdict:
             "ranked": [[layer.value, round(score, 3)] for layer, score in self.ranked],
             "ruled_out": [layer.value for layer in self.ruled_out],
             "missing_signals": list(self.missing_signals),
+            "unknown_layers": [layer.value for layer in self.unknown],
+            "detectors": list(self.detectors),
+            "history": [dict(h) for h in self.history],
             "summary": self.summary,
         }
 
@@ -58,6 +77,9 @@ class Verdict:
             ruled_out=tuple(Layer(layer) for layer in data.get("ruled_out", [])),
             missing_signals=tuple(data.get("missing_signals", [])),
             summary=data.get("summary", ""),
+            unknown=tuple(Layer(layer) for layer in data.get("unknown_layers", [])),
+            detectors=tuple(data.get("detectors", [])),
+            history=tuple(dict(h) for h in data.get("history", [])),
         )
 
 
@@ -69,8 +91,9 @@ def localize(outcomes: Sequence[CheckOutcome]) -> Verdict:
         scores[finding.layer] = scores.get(finding.layer, 0.0) + SEVERITY_WEIGHT[finding.severity]
     missing = tuple(sorted({s for o in outcomes for s in o.missing_signals}))
     ruled_out = _ruled_out(outcomes, scores)
+    unknown = _unknown(outcomes, scores)
     if not scores:
-        return _healthy(outcomes, ruled_out, missing)
+        return _healthy(outcomes, ruled_out, missing, unknown)
 
     ranked = tuple(sorted(scores.items(), key=lambda item: (-item[1], layer_rank(item[0]))))
     strong = [layer for layer, score in scores.items() if _is_strong(layer, score, findings)]
@@ -82,7 +105,7 @@ def localize(outcomes: Sequence[CheckOutcome]) -> Verdict:
     )
     details = _unique_culprits(_culprit_findings(top_findings))
     culprits = tuple(dict.fromkeys(c.name for c in details if c.name))
-    confidence = _confidence(scores, top, outcomes)
+    confidence = _confidence(scores, top, outcomes) * _unknown_factor(unknown)
     others = [f for f in findings if f.layer is not top]
     summary = _summary(top, details, top_findings)
     return Verdict(
@@ -95,6 +118,7 @@ def localize(outcomes: Sequence[CheckOutcome]) -> Verdict:
         ruled_out=ruled_out,
         missing_signals=missing,
         summary=summary,
+        unknown=unknown,
     )
 
 
@@ -111,15 +135,28 @@ def _is_strong(layer: Layer, score: float, findings: Sequence[Finding]) -> bool:
 
 
 def _ruled_out(outcomes: Sequence[CheckOutcome], scores: dict[Layer, float]) -> tuple[Layer, ...]:
+    """Layers whose every check was read and passed (one unknown check keeps a layer open)."""
     passed = {o.layer for o in outcomes if o.status is CheckStatus.PASSED}
-    return tuple(sorted(passed - set(scores), key=layer_rank))
+    open_ = {o.layer for o in outcomes if o.status is CheckStatus.UNKNOWN}
+    return tuple(sorted(passed - open_ - set(scores), key=layer_rank))
+
+
+def _unknown(outcomes: Sequence[CheckOutcome], scores: dict[Layer, float]) -> tuple[Layer, ...]:
+    """Layers with no finding and at least one check that could not be evaluated."""
+    open_ = {o.layer for o in outcomes if o.status is CheckStatus.UNKNOWN}
+    return tuple(sorted(open_ - set(scores), key=layer_rank))
+
+
+def _unknown_factor(unknown: Sequence[Layer]) -> float:
+    """How much of the confidence survives the layers nobody could look at."""
+    return 1.0 - min(MAX_UNKNOWN_PENALTY, UNKNOWN_LAYER_PENALTY * len(unknown))
 
 
 def _unique_culprits(findings: Sequence[Finding]) -> tuple[Culprit, ...]:
     seen: dict[tuple[str | None, ...], Culprit] = {}
     for finding in findings:
         others = (Culprit(node=n) for n in finding.affected if n != finding.culprit.node)
-        for c in (finding.culprit, *others):
+        for c in (finding.culprit, *finding.members, *others):
             key = (c.node, c.gpu, c.hca, c.pod, c.workload, c.domain)
             if c.name and key not in seen:
                 seen[key] = c
@@ -139,11 +176,16 @@ def _confidence(scores: dict[Layer, float], top: Layer, outcomes: Sequence[Check
 
 
 def _healthy(
-    outcomes: Sequence[CheckOutcome], ruled_out: tuple[Layer, ...], missing: tuple[str, ...]
+    outcomes: Sequence[CheckOutcome],
+    ruled_out: tuple[Layer, ...],
+    missing: tuple[str, ...],
+    unknown: tuple[Layer, ...],
 ) -> Verdict:
     evaluated = sum(1 for o in outcomes if o.status is CheckStatus.PASSED)
     confidence = evaluated / len(outcomes) if outcomes else 0.0
     summary = f"No fault found: {evaluated} of {len(outcomes)} checks passed"
+    if unknown:
+        summary += f"; not checked (signals missing): {', '.join(u.value for u in unknown)}"
     if missing:
         summary += f"; missing signals: {', '.join(missing)}"
     return Verdict(
@@ -156,6 +198,7 @@ def _healthy(
         ruled_out=ruled_out,
         missing_signals=missing,
         summary=summary,
+        unknown=unknown,
     )
 
 

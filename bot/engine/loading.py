@@ -22,6 +22,23 @@ from bot.errors import RunbookError
 #: Names every expression and template may use besides inputs and step ids.
 BUILTIN_NAMES = frozenset({"target", "run_id", "runbook"})
 
+#: What a check's `culprit` may render: one culprit's fields, `nodes` (a finding about many
+#: nodes) and `gpus` / `hcas` (`node:device` tokens: each node's own device).
+CULPRIT_FIELDS = frozenset(
+    {"node", "nodes", "gpu", "gpus", "hca", "hcas", "pod", "workload", "uuid"}
+)
+
+#: What a verify step's `expect` reads of its fresh reading (steps/gather.summarize_signal).
+VERIFY_SUMMARY_NAMES = frozenset(
+    {
+        "value", "signal", "nodes", "window", "count", "max", "min", "sum", "median", "any",
+        "argmax", "argmin", "over_zero", "over_zero_nodes", "zero_nodes", "present_nodes",
+        "sparse_nodes", "gone", "samples", "missing", "missing_nodes", "queries", "low_outliers",
+        "low_outlier_nodes", "high_outliers", "high_outlier_nodes", "distinct", "majority",
+        "minority_nodes", "node_labels", "bit_nodes", "error",
+    }
+)
+
 #: Step kinds that wait for every step of the previous stage, in flow order.
 _STAGE_AFTER: dict[StepKind, tuple[StepKind, ...]] = {
     StepKind.LOCALIZE: (StepKind.CHECK,),
@@ -118,6 +135,7 @@ class _Linker:
     def link(self) -> LoadedRunbook:
         self._check_ids()
         self._check_storms()
+        self._check_policy()
         for step in self.runbook.steps:
             self._link_step(step)
         deps = self._dependencies()
@@ -151,6 +169,19 @@ class _Linker:
                 "(the storm's member nodes)",
                 field="triggers.storms",
             )
+
+    def _check_policy(self) -> None:
+        """`policy.auto_approve` names known actions, each once."""
+        rules = self.runbook.policy.auto_approve if self.runbook.policy else None
+        seen: set[str] = set()
+        for index, rule in enumerate(rules or []):
+            where = f"policy.auto_approve.{index}.action"
+            if rule.action not in self.actions:
+                valid = ", ".join(sorted(self.actions))
+                raise self.error(f"unknown action '{rule.action}' (actions: {valid})", field=where)
+            if rule.action in seen:
+                raise self.error(f"action '{rule.action}' has two auto-approve rules", field=where)
+            seen.add(rule.action)
 
     def _known_names(self) -> set[str]:
         return set(self.step_ids) | set(self.runbook.inputs) | BUILTIN_NAMES
@@ -217,9 +248,25 @@ class _Linker:
                 expect = compile_expression(step.verify.expect)
             except ExpressionError as exc:
                 raise self.error(f"bad expression {exc}", step, "verify.expect") from exc
+            self._verify_reads(step, expect)
             self.expressions[(step.id, "verify.expect")] = expect
             if step.verify.when is not None:
                 self._expr(step, "verify.when", step.verify.when)
+
+    def _verify_reads(self, step: Step, expect: Expression) -> None:
+        """`verify.expect` reads the fresh reading's summary, inputs and earlier steps; any
+        other name is a typo, caught here rather than read as "verification failed"."""
+        summary = VERIFY_SUMMARY_NAMES - set(self.step_ids) - set(self.runbook.inputs)
+        steps = frozenset(n for n in expect.variables if n not in summary)
+        try:
+            self._reference_check(step, "verify.expect", steps)
+        except RunbookError as exc:
+            raise self.error(
+                f"{exc.detail}; a verification reads {', '.join(sorted(summary))}, the inputs "
+                "and earlier steps",
+                step,
+                "verify.expect",
+            ) from exc
 
     def _link_check(self, step: Step, source: str) -> None:
         if step.layer not in {layer.value for layer in Layer} - {Layer.NONE.value}:
@@ -229,9 +276,10 @@ class _Linker:
         if step.finding is not None:
             self._tmpl(step, "finding", step.finding)
         for key, value in step.culprit.items():
-            if key not in {"node", "nodes", "gpu", "hca", "pod", "workload", "uuid"}:
+            if key not in CULPRIT_FIELDS:
                 raise self.error(
-                    f"unknown culprit field '{key}' (node, nodes, gpu, hca, pod, workload, uuid)",
+                    f"unknown culprit field '{key}' "
+                    "(node, nodes, gpu, gpus, hca, hcas, pod, workload, uuid)",
                     step,
                     f"culprit.{key}",
                 )

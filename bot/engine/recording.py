@@ -15,14 +15,17 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from bot.clock import Clock
+from bot.engine import history
 from bot.engine.loading import LoadedRunbook
 from bot.engine.summaries import describe_step
+from bot.errors import StepError
 from bot.incidents import lifecycle
 from bot.incidents.opening import record_many
 from bot.incidents.states import IncidentState
 from bot.incidents.timeline import EventKind
 from storage import alerts as alert_store
 from storage import approvals as approval_store
+from storage import gpu_history as gpu_store
 from storage import incidents as incident_store
 from storage import runs as run_store
 from storage.db import session_scope
@@ -43,6 +46,7 @@ _ACTION_EVENTS = {
     "refused": EventKind.ACTION_SKIPPED,  # another party holds the node (coexistence)
     "cancelled": EventKind.ACTION_SKIPPED,  # a human undid the bot's cordon
     "failed": EventKind.ACTION_FAILED,
+    "blocked": EventKind.ACTION_BLOCKED,  # a safety limit stopped it (bot/actions/guarding.py)
 }
 
 
@@ -118,13 +122,20 @@ class Recorder:
         actor: str = BOT,
         reason: str | None = None,
         at: datetime | None = None,
+        mitigated: bool = True,
     ) -> None:
         incident = self._incident(incident_id)
         if incident.state == to.value or incident.state == IncidentState.RESOLVED.value:
             return
         self.flush()
         lifecycle.transition(
-            self.session, incident, to=to, at=at or self.clock.now(), actor=actor, reason=reason
+            self.session,
+            incident,
+            to=to,
+            at=at or self.clock.now(),
+            actor=actor,
+            reason=reason,
+            mitigated=mitigated,
         )
 
     # -- run lifecycle -----------------------------------------------------------------------
@@ -149,12 +160,18 @@ class Recorder:
             finished_at=self.clock.now(),
             error=f"ref {ref}: {type(exc).__name__}",
         )
+        payload: dict[str, Any] = {"ref": ref, "error": type(exc).__name__}
+        summary, step_id = f"Run failed unexpectedly (ref {ref}); see the bot's log", None
+        if isinstance(exc, StepError):  # a broken runbook step: say file, step and field
+            summary, step_id = f"Step failed: {exc}", exc.step
+            payload |= {"file": exc.file, "step": exc.step, "field": exc.field}
         self._event(
             incident_id,
             EventKind.STEP_FAILED,
-            f"Run failed unexpectedly (ref {ref}); see the bot's log",
+            summary,
             run_id=run_id,
-            payload={"ref": ref, "error": type(exc).__name__},
+            step_id=step_id,
+            payload=payload,
         )
 
     def run_finished(
@@ -173,9 +190,6 @@ class Recorder:
             (o for o in steps.values() if o.get("kind") == "localize"), {}
         )
         acts = [o for o in steps.values() if o.get("kind") == "act"]
-        verifies = [
-            o for o in steps.values() if o.get("kind") == "verify" and o.get("status") != "skipped"
-        ]
         firing = alert_store.has_firing_alerts(self.session, incident_id)
         if status == "rejected":
             self._move(
@@ -184,20 +198,34 @@ class Recorder:
                 reason="remediation not approved; over to humans",
             )
         elif verdict.get("layer") == "none" and not firing:
+            self.flush()
+            incident = self._incident(incident_id)
+            lifecycle.mark_check(self.session, incident, at=self.clock.now(), actor=BOT)
             self._move(incident_id, IncidentState.RESOLVED, reason="no fault found")
         elif acts and all(a.get("succeeded") for a in acts):
-            if any(v.get("status") == "failed" for v in verifies):
-                self._move(incident_id, IncidentState.TRIAGING, reason="verification failed")
+            unverified = unverified_reason(steps)
+            if unverified is not None:  # not mitigated: watched until someone resolves it
+                self._move(
+                    incident_id, IncidentState.MONITORING, reason=unverified, mitigated=False
+                )
                 return
             self._move(
-                incident_id,
-                IncidentState.MONITORING,
-                reason="actions carried out" + (" and verified" if verifies else ""),
+                incident_id, IncidentState.MONITORING, reason="actions carried out and verified"
             )
             if not firing:
                 self._move(incident_id, IncidentState.RESOLVED, reason="mitigated")
         elif acts and any(a.get("results") and not a.get("succeeded") for a in acts):
-            self._move(incident_id, IncidentState.TRIAGING, reason="an action did not succeed")
+            blocked = [
+                str(r.get("blocked_by"))
+                for a in acts
+                for r in a.get("results", [])
+                if r.get("outcome") == "blocked"
+            ]
+            reason = "an action did not succeed"
+            if blocked:  # not a failure: a safety limit held it back; over to humans
+                names = ", ".join(sorted(set(blocked)))
+                reason = f"an action was blocked by a safety limit ({names})"
+            self._move(incident_id, IncidentState.TRIAGING, reason=reason)
 
     # -- approval ------------------------------------------------------------------------------
     def approval_requested(self, incident_id: int, run_id: str, payload: Mapping[str, Any]) -> None:
@@ -266,10 +294,16 @@ class Recorder:
         )
         summary = f"[{finding['severity']}/{finding['layer']}] {finding['summary']}"
         self._note(done, EventKind.FINDING, summary, payload=finding)
+        incident = self._incident(done.incident_id)
+        lifecycle.adopt_finding_severity(self.session, incident, severity=str(finding["severity"]))
 
     def _on_localize(self, done: StepDone) -> None:
         output = done.output
         run_store.update_run(self.session, done.run_id, verdict=dict(output))
+        facts = history.finding_facts(
+            output, run_id=done.run_id, incident_id=done.incident_id, at=done.at
+        )
+        gpu_store.record_facts(self.session, facts)  # fault history per GPU (issue 14)
         self.flush()
         lifecycle.mark_diagnosed(
             self.session,
@@ -307,6 +341,7 @@ class Recorder:
         # marked `repeated` is an action a stopped worker carried out before this worker took
         # the run over: the ledger kept its result, the timeline never got it, so it goes on
         # the timeline now, saying so.
+        self._record_gpu_actions(done)
         for result in done.output.get("results", []):
             kind = _ACTION_EVENTS.get(str(result.get("outcome")), EventKind.ACTION_SUCCEEDED)
             detail = str(result.get("detail"))
@@ -314,9 +349,25 @@ class Recorder:
                 detail += " (carried out before the run was taken over)"
             self._note(done, kind, detail, payload=result)
 
+    def _record_gpu_actions(self, done: StepDone) -> None:
+        """Resets and removals of a GPU the verdict blamed go into its fault history."""
+        run = run_store.get_run(self.session, done.run_id)
+        verdict = (run.verdict if run is not None else None) or {}
+        facts = history.action_facts(
+            done.output.get("results", []),
+            verdict,
+            run_id=done.run_id,
+            incident_id=done.incident_id,
+            at=done.at,
+        )
+        gpu_store.record_facts(self.session, facts)
+
     def _on_verify(self, done: StepDone) -> None:
         status = done.output.get("status")
         if status == "skipped":
+            title = done.loaded.runbook.step(done.step_id).title or done.step_id
+            summary = f"{title}: not run ({done.output.get('reason')})"
+            self._note(done, EventKind.STEP_COMPLETED, summary, payload=_trim(done.output))
             return
         passed = status == "passed"
         kind = EventKind.VERIFICATION_PASSED if passed else EventKind.VERIFICATION_FAILED
@@ -338,6 +389,31 @@ class StepDone:
     step_id: str
     output: Mapping[str, Any]
     at: datetime
+
+
+def unverified_reason(steps: Mapping[str, Any]) -> str | None:
+    """Why a run whose actions all succeeded has not mitigated its incident, in plain words;
+    None when a verification passed and none failed (the fix is confirmed)."""
+    verifies = [o for o in steps.values() if o.get("kind") == "verify"]
+    failed = [o for o in verifies if o.get("status") == "failed"]
+    if failed:
+        v = failed[0]
+        read = "had no reading" if v.get("value") is None else f"still read {v.get('value')}"
+        return (
+            f"not mitigated: verification failed ({v.get('signal')} {read} after "
+            f"{v.get('polls')} poll(s)); the fault may persist, so a person should check the "
+            "node before resolving"
+        )
+    if any(o.get("status") == "passed" for o in verifies):
+        return None
+    if not verifies:
+        why = "the runbook has no verification step"
+    else:
+        why = "; ".join(str(o.get("reason") or "verification did not run") for o in verifies)
+    return (
+        f"not mitigated: nothing confirmed the fix ({why}); the incident stays in monitoring "
+        "until a person checks and resolves it"
+    )
 
 
 def _trim(output: Mapping[str, Any]) -> dict[str, Any]:

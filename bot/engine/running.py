@@ -28,17 +28,19 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command, Interrupt
 from sqlalchemy.engine import Engine
 
-from bot.actions.policy import Risk, check_approver, check_blast_radius
+from bot.actions.policy import Policy, Risk, check_approver
 from bot.clock import FakeClock
 from bot.engine.catalog import RunbookCatalog
 from bot.engine.compiling import build_graph
 from bot.engine.inputs import resolve_inputs
 from bot.engine.leases import LeaseKeeper
 from bot.engine.loading import LoadedRunbook
+from bot.engine.policies import policy_for
 from bot.engine.recording import Recorder, StepDone, recording
+from bot.engine.snapshotting import snapshot_verdicts
 from bot.engine.state import Deps, RunState
 from bot.engine.working import FINISHED, DurableWork, StepCallback
-from bot.errors import NotFound, RunStateError, UserInputError
+from bot.errors import NotFound, RunStateError, StepError, UserInputError
 from bot.incidents import lifecycle
 from bot.incidents.timeline import EventKind
 from integrations.errors import NodeNotFound
@@ -126,9 +128,11 @@ class RunEngine(DurableWork):
                 runbook=loaded.name,
                 target=target,
                 target_kind=kind,
-                severity="warning",
+                # No alert said when impact began (a person may say so: `/gpu fired`), and
+                # nothing is known to be wrong yet: the findings set the severity.
+                severity="info",
                 title=f"{loaded.runbook.metadata.title or loaded.name}: {target}",
-                fired_at=now,
+                fired_at=None,
                 detected_at=now,
                 actor=actor,
             )
@@ -208,6 +212,15 @@ class RunEngine(DurableWork):
         )
         recorder.run_started(incident_id, run_id, loaded, target, requester)
 
+    def policy_for(self, runbook: str) -> Policy:
+        """The approval policy of `runbook`: its YAML `policy:` over the settings' defaults
+        (the defaults alone for a runbook no longer in the catalog)."""
+        try:
+            loaded = self.catalog.get(runbook)
+        except NotFound:
+            loaded = None
+        return policy_for(self.deps.policy, loaded)
+
     def _check_node_exists(self, node: str) -> None:
         try:
             self.deps.cluster.nodes([node])
@@ -228,7 +241,8 @@ class RunEngine(DurableWork):
         """Approve or reject the run's pending approval and drive the run to its end.
 
         `groups` are the approver groups `actor` belongs to (e.g. Slack user groups), resolved
-        by the caller. An approval must pass the approver policy and the blast-radius limits.
+        by the caller. An approval must pass the approver policy; the safety limits are checked
+        when each action is claimed (bot/actions/guarding.py), not here.
         The decision and a `resume` work row commit together; this worker claims the row, so
         if it dies mid-way the next worker (a `serve` replica, or a second `approve` of the
         same run) takes the resumption over instead of refusing it.
@@ -257,14 +271,13 @@ class RunEngine(DurableWork):
                 risks = [Risk(p["risk"]) for p in pending.payload.get("proposals", [])]
                 requester = str(pending.payload.get("requester", ""))
                 check_approver(
-                    self.deps.policy,
+                    self.policy_for(run.runbook),
                     actor=actor,
                     requester=requester,
                     risks=risks,
                     groups=groups,
                     runbook=run.runbook,
                 )
-                self._check_limits(pending.payload.get("proposals", []))
             state = _decided_state(decision, expired=now >= pending.expires_at)
             try:
                 approval_store.decide_approval(
@@ -362,13 +375,6 @@ class RunEngine(DurableWork):
         if found is None:
             self._record([], None, approval=(incident_id, run_id, payload))
 
-    def _check_limits(self, proposals: Sequence[Mapping[str, Any]]) -> None:
-        """Blast-radius limits over the whole cluster; a dry run changes nothing, so it passes."""
-        if self.deps.policy.dry_run or not proposals:
-            return
-        nodes = self.deps.cluster.nodes()
-        check_blast_radius(self.deps.policy.limits, proposals=proposals, nodes=nodes)
-
     def expire_due(self) -> list[RunOutcome]:
         """Take the rejected branch for every approval past its expiry (a scheduler job)."""
         now = self.deps.clock.now()
@@ -457,6 +463,8 @@ class RunEngine(DurableWork):
                 if mode == "values":
                     done, pending = pending, []
                     self._record(done, on_step)
+                    steps = chunk.get("steps", {})
+                    snapshot_verdicts(deps=self.deps, db=self.db, done=done, steps=steps)
                     continue
                 for node, value in chunk.items():
                     if node == "__interrupt__":
@@ -482,12 +490,12 @@ class RunEngine(DurableWork):
                 for step in pending:
                     recorder.step(step)
                 recorder.run_failed(incident_id, run_id, exc, ref)
-            self.fail_incident(
-                incident_id,
-                f"Run of '{loaded.name}' failed ({type(exc).__name__}, ref {ref}); "
-                "see the bot's log",
-                run_id=run_id,
+            why = (
+                f": {exc}"
+                if isinstance(exc, StepError)
+                else f" ({type(exc).__name__}, ref {ref}); see the bot's log"
             )
+            self.fail_incident(incident_id, f"Run of '{loaded.name}' failed{why}", run_id=run_id)
             raise
         return interrupts
 

@@ -115,6 +115,36 @@ class ApproveSpec(_Strict):
     """How long the approval stays open (default from settings)."""
 
 
+RiskName = Literal["low", "medium", "high"]
+DURATION = r"^\d+(\.\d+)?(s|m|h|d)$"
+
+
+class AutoApproveRule(_Strict):
+    """An action this runbook may carry out without asking, for a bounded number of targets.
+    The safety limits still apply when it runs (checked when the action is claimed)."""
+
+    action: str
+    max_targets: int = Field(default=1, ge=1)
+    """More targets of this action in one run than this go to a person for approval."""
+
+
+class PolicySpec(_Strict):
+    """The runbook's own approval policy; each field left out keeps the settings' default
+    (`policy.*`). The approval message names every override."""
+
+    approvers: list[str] | None = None
+    """Who may approve (Slack user ids, `cli:<user>`), instead of the settings' approvers."""
+    groups: list[str] | None = None
+    """Slack user-group ids (`S...`) whose members may approve."""
+    approval_risks: list[RiskName] | None = None
+    """Risk levels that need a person's approval; the others run without asking."""
+    two_person_risks: list[RiskName] | None = None
+    """Risk levels where the requester may not approve their own request."""
+    auto_approve: list[AutoApproveRule] | None = None
+    expiry: str | None = Field(default=None, pattern=DURATION)
+    """How long an approval request stays open, e.g. `15m`."""
+
+
 class Step(_Strict):
     id: str = Field(pattern=STEP_ID)
     title: str = ""
@@ -165,6 +195,7 @@ class Runbook(_Strict):
     metadata: Metadata
     triggers: Triggers = Field(default_factory=Triggers)
     inputs: dict[str, InputSpec] = Field(default_factory=dict)
+    policy: PolicySpec | None = None
     steps: list[Step] = Field(min_length=1)
 
     @property

@@ -5,12 +5,14 @@ dependencies handed to every node through LangGraph's context (never stored in s
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Annotated, Any, TypedDict
 
 from bot.actions.executing import ActionLedger
 from bot.actions.policy import Policy
 from bot.actions.registry import ActionRegistry
 from bot.clock import Clock
+from bot.diagnosis.history import GpuHistory
 from bot.diagnosis.logs import LogCatalog
 from integrations.alertmanager import Silences
 from integrations.cluster import Cluster
@@ -48,6 +50,11 @@ class Deps:
     tickets: Tickets
     silences: Silences | None = None
     """Alertmanager silences for the `silence` action (None: the action is skipped)."""
+    history: GpuHistory | None = None
+    """Fault history per GPU (None: every fault is treated as the GPU's first)."""
+    kernel_lookback: timedelta = timedelta(hours=24)
+    """Kernel-log lines older than this (or than the run's window, if longer) are history, not
+    a current fault (bot.engine.steps.log_age; setting `evidence.kernel_log_lookback_hours`)."""
 
 
 def step_context(state: RunState) -> dict[str, Any]:

@@ -44,7 +44,10 @@ def describe_step(step_id: str, output: Mapping[str, Any]) -> tuple[str, str]:
         )
     if kind == "propose":
         actions = ", ".join(p["description"] for p in output.get("proposals", [])) or "nothing"
-        return ".", f"proposed: {actions}"
+        withheld = "; ".join(
+            f"not {w['action']} {w['target']}: {w['reason']}" for w in output.get("withheld", [])
+        )
+        return ".", f"proposed: {actions}" + (f" ({withheld})" if withheld else "")
     if kind == "approve":
         return ".", f"approval: {output.get('decision')} by {output.get('actor')}"
     if kind == "act":

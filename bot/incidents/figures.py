@@ -41,23 +41,32 @@ from storage.tables import Incident
 #: minutes for the bot's own time to diagnosis.
 HUMAN_BUCKETS = (30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0, 14400.0, 86400.0)
 BOT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+LOST_GPU_SECONDS = "lost_gpu_seconds"
+"""The figure of GPU time lost (bot/incidents/gpu_hours.py), observed at resolution, in
+GPU-seconds: Prometheus' base unit (a dashboard divides by 3600 for GPU-hours)."""
+LOST_GPU_BUCKETS = tuple(h * 3600.0 for h in (0.5, 1, 4, 8, 32, 128, 512, 2048, 8192))
 BOUNDS: dict[str, tuple[float, ...]] = {
     d.name: BOT_BUCKETS if d.name == "time_to_diagnosis" else HUMAN_BUCKETS for d in DEFINITIONS
-}
-"""Each figure's bucket bounds (mttr.DEFINITIONS names)."""
+} | {LOST_GPU_SECONDS: LOST_GPU_BUCKETS}
+"""Each figure's bucket bounds (mttr.DEFINITIONS names, in seconds; GPU time in GPU-seconds)."""
 UNDIAGNOSED = "undiagnosed"
 """The layer label of an incident no verdict has localized yet."""
 
 _MICRO = timedelta(microseconds=1)
 _BOUND_MICROS = {name: [round(b * 1_000_000) for b in bounds] for name, bounds in BOUNDS.items()}
-_TRACKED = ("runbook", "layer", "severity", *STAMP_COLUMNS)
+_TRACKED = ("runbook", "layer", "severity", "kind", "gpu_hours_lost", *STAMP_COLUMNS)
 
 
 def contributions(
-    *, runbook: str, layer: str | None, severity: str, stamps: Mapping[str, datetime | None]
+    *,
+    runbook: str,
+    layer: str | None,
+    severity: str,
+    stamps: Mapping[str, datetime | None],
+    gpu_hours: float | None = None,
 ) -> dict[BucketKey, tuple[int, int]]:
-    """One incident's observations: bucket key -> (1, figure in microseconds). A naive
-    timestamp contributes nothing (storage refuses to write it)."""
+    """One incident's observations: bucket key -> (1, figure in microseconds; GPU time lost in
+    micro-GPU-seconds). A naive timestamp contributes nothing (storage refuses to write it)."""
     if any(at is not None and at.utcoffset() is None for at in stamps.values()):
         return {}
     try:
@@ -72,6 +81,9 @@ def contributions(
             micros = value // _MICRO
             key = (definition.name, *labels, bucket_index(definition.name, micros))
             found[key] = (1, micros)
+    if gpu_hours is not None:
+        micros = round(gpu_hours * 3600 * 1_000_000)
+        found[(LOST_GPU_SECONDS, *labels, bucket_index(LOST_GPU_SECONDS, micros))] = (1, micros)
     return found
 
 
@@ -136,6 +148,7 @@ def _of(columns: store.IncidentFigureColumns | None) -> dict[BucketKey, tuple[in
         layer=columns.layer,
         severity=columns.severity,
         stamps=columns.stamps,
+        gpu_hours=columns.gpu_hours,
     )
 
 

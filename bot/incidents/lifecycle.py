@@ -17,6 +17,7 @@ from typing import Any
 from sqlmodel import Session
 
 from bot.errors import UserInputError
+from bot.incidents.costing import read_gpu_hours
 from bot.incidents.mttr import TimestampOrderError, check_order, format_duration
 from bot.incidents.opening import OpenRequest, clamp_fired_at, opening_events
 from bot.incidents.states import IncidentState, check_transition
@@ -167,11 +168,14 @@ def transition(
     at: datetime,
     actor: str,
     reason: str | None = None,
+    mitigated: bool = True,
 ) -> Incident:
     """Move the incident to `to`, stamp its timestamps and record the change.
 
-    Moving to the current state is a no-op. Raises InvalidTransitionError for a move the state
-    machine forbids and TimestampOrderError if `at` is earlier than the incident's history.
+    Entering `monitoring` stamps `mitigated_at` unless `mitigated` is False: actions ran but no
+    verification passed, so the fix is not confirmed. Moving to the current state is a no-op.
+    Raises InvalidTransitionError for a move the state machine forbids and TimestampOrderError
+    if `at` is earlier than the incident's history.
     A transition by a human also acknowledges the incident.
     """
     at = _aware(at, "at")
@@ -180,12 +184,13 @@ def transition(
         return incident
     check_transition(src, dst, ref=incident.ref)
     changes: dict[str, datetime | None] = {}
-    if dst is IncidentState.MONITORING and incident.mitigated_at is None:
+    if dst is IncidentState.MONITORING and mitigated and incident.mitigated_at is None:
         changes["mitigated_at"] = at
     if dst is IncidentState.RESOLVED:
         changes["resolved_at"] = at
     if src is IncidentState.RESOLVED:
         changes["resolved_at"] = None  # reopened: resolved again later
+        incident.gpu_hours_lost = None
     _check(incident, **changes)
     if incident.detected_at is not None and at < incident.detected_at:
         raise TimestampOrderError("detected_at", incident.detected_at, f"{dst.value} time", at)
@@ -260,6 +265,9 @@ def resolve_as_reported(
 def _record_resolved(
     session: Session, incident: Incident, *, at: datetime, actor: str, reason: str | None
 ) -> None:
+    cost = read_gpu_hours(session, incident, now=at)
+    incident.gpu_hours_lost = None if incident.kind == "check" else cost.total
+    session.add(incident)
     mttr = (
         incident.resolved_at - incident.fired_at
         if incident.fired_at and incident.resolved_at
@@ -275,7 +283,11 @@ def _record_resolved(
         at=at,
         actor=actor,
         summary=summary + (f": {reason}" if reason else ""),
-        payload={"mttr_seconds": mttr.total_seconds() if mttr else None, "reason": reason},
+        payload={
+            "mttr_seconds": mttr.total_seconds() if mttr else None,
+            "reason": reason,
+            "gpu_hours": cost.to_dict(),
+        },
     )
 
 
@@ -367,30 +379,92 @@ def add_note(
 
 
 def correct_fired_at(
-    session: Session, incident: Incident, *, fired_at: datetime, actor: str, at: datetime
+    session: Session,
+    incident: Incident,
+    *,
+    fired_at: datetime,
+    actor: str,
+    at: datetime,
+    reason: str | None = None,
 ) -> Incident:
-    """Set the start of impact by hand (impact often starts before the alert).
+    """Set the start of impact by hand (impact often starts before the alert): `fired_at`
+    becomes the person's, its source `human`, and the change goes on the timeline with the
+    previous value, so it is audited and the MTTR figures follow. Nothing a machine does later
+    (a redelivered or re-firing alert) overwrites it. A check that someone dates becomes an
+    incident again (they say there was impact).
 
-    Raises UserInputError if the new time is after any later timestamp of the incident.
+    Raises UserInputError naming the conflicting timestamp when the new time is after any later
+    timestamp of the incident (impact cannot begin after the bot detected it), or in the future.
     """
     fired_at, at = _aware(fired_at, "fired_at"), _aware(at, "at")
     try:
         _check(incident, fired_at=fired_at)
     except TimestampOrderError as exc:
-        raise UserInputError(f"{incident.ref}: cannot set fired_at: {exc}") from exc
-    previous = incident.fired_at
+        bound = getattr(incident, exc.later)
+        raise UserInputError(
+            f"{incident.ref}: fired_at {fired_at:%Y-%m-%d %H:%M:%S} UTC is after {exc.later} "
+            f"({bound:%Y-%m-%d %H:%M:%S} UTC); impact must begin at or before it"
+        ) from exc
+    if fired_at > at:
+        raise UserInputError(
+            f"{incident.ref}: fired_at {fired_at:%Y-%m-%d %H:%M:%S} UTC is in the future "
+            f"(now {at:%H:%M:%S} UTC); give the time impact began, in UTC"
+        )
+    previous, source = incident.fired_at, incident.fired_at_source
     incident.fired_at, incident.fired_at_corrected_by = fired_at, actor
+    incident.fired_at_source, incident.kind = "human", "incident"
     session.add(incident)
+    mark_acknowledged(session, incident, at=at, actor=actor)
     record(
         session,
         incident_id=_id(incident),
         kind=EventKind.FIRED_AT_CORRECTED,
         at=at,
         actor=actor,
-        summary=f"fired_at set to {fired_at:%Y-%m-%d %H:%M:%S} UTC by {actor}",
+        summary=f"fired_at set to {fired_at:%Y-%m-%d %H:%M:%S} UTC by {actor}"
+        + (f": {reason}" if reason else ""),
         payload={
             "previous": previous.isoformat() if previous else None,
+            "previous_source": source,
             "fired_at": fired_at.isoformat(),
+            "reason": reason,
         },
     )
     return incident
+
+
+SEVERITY_ORDER = ("info", "warning", "critical")
+"""Severities from least to most severe (alert labels and runbook findings share them)."""
+
+
+def adopt_finding_severity(session: Session, incident: Incident, *, severity: str) -> bool:
+    """Raise a person-started incident's severity to a finding's (never lower it). An incident
+    an alert opened keeps the alert's severity. Returns whether the severity changed."""
+    if incident.fired_at_source == "alert" or severity not in SEVERITY_ORDER:
+        return False
+    current = SEVERITY_ORDER.index(incident.severity) if incident.severity in SEVERITY_ORDER else -1
+    if SEVERITY_ORDER.index(severity) <= current:
+        return False
+    incident.severity = severity
+    session.add(incident)
+    return True
+
+
+def mark_check(session: Session, incident: Incident, *, at: datetime, actor: str) -> bool:
+    """Record a person's diagnosis that found nothing as a `check`, not an incident: no alert
+    fired and nobody said impact began (`fired_at` is unset), so it has no MTTR figures and is
+    left out of every MTTR aggregate. Returns whether it was marked."""
+    if incident.fired_at is not None or incident.kind == "check":
+        return False
+    incident.kind = "check"
+    session.add(incident)
+    record(
+        session,
+        incident_id=_id(incident),
+        kind=EventKind.NOTE,
+        at=_aware(at, "at"),
+        actor=actor,
+        summary="No fault found: recorded as a check, not an incident (no MTTR figures)",
+        payload={"kind": "check"},
+    )
+    return True

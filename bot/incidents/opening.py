@@ -64,6 +64,7 @@ def open_or_attach_many(
                 "title": request.title,
                 "group_key": key,
                 "fired_at": fired_at,
+                "fired_at_source": None if fired_at is None else "alert",
                 "detected_at": detected_at,
                 "created_at": detected_at,
             }

@@ -13,11 +13,15 @@ JSON schema (`"schema": "gpu-oncall/postmortem/v1"`, stable; new keys may be add
       "formulas": {"mttd": "detected_at - fired_at", ...},
       "figures_error": null,      # a message instead of figures when timestamps are corrupt
       "timeline": [{"at", "kind", "actor", "summary", "pinned", "run_id", "step_id",
-                    "payload": {}}]
+                    "payload": {}}],
+      "story": {"verdict": {}, "approvals": [], "actions": [], "extra_figures": [],
+                "snapshot": {"signal", "start", "end", "onset_at",
+                             "series": [{"node", "role", "labels", "points": [[at, value]]}]}},
+      "follow_ups": [str]
     }
 
 Times are ISO 8601 UTC strings (`2026-01-01T00:00:00+00:00`) or null. `parse_postmortem_json`
-reads the document back into views. HTML is not implemented yet.
+reads the document back into views. HTML is one self-contained page (`html_page.py`).
 """
 
 from __future__ import annotations
@@ -30,10 +34,11 @@ from typing import Any
 
 from bot.errors import UserInputError
 from bot.incidents.mttr import DEFINITIONS, MttrFigures, TimestampOrderError, format_duration
+from bot.incidents.story import Story, follow_ups, verifications
 from bot.incidents.views import EventView, IncidentView
 
 SCHEMA = "gpu-oncall/postmortem/v1"
-FORMATS = ("md", "json")
+FORMATS = ("md", "json", "html")
 _TIMESTAMPS = (
     "created_at",
     "fired_at",
@@ -55,16 +60,33 @@ def render_postmortem(
     fmt: str = "md",
     *,
     pinned_only: bool = False,
+    story: Story | None = None,
+    page_url: str | None = None,
+    refresh_seconds: int | None = None,
 ) -> str:
-    """The postmortem of `incident` as `md` or `json`; `pinned_only` keeps the curated story."""
+    """The postmortem of `incident` as `md`, `json` or `html`; `pinned_only` keeps the curated
+    story. `page_url` and `refresh_seconds` concern the HTML page only (its link, and a meta
+    refresh for the live page of an open incident)."""
     shown = [e for e in sorted(events, key=lambda e: e.at) if e.pinned or not pinned_only]
+    told = story or Story()
     if fmt == "md":
-        return _markdown(incident, shown, pinned_only=pinned_only)
+        return _markdown(incident, shown, pinned_only=pinned_only, story=told)
     if fmt == "json":
-        return json.dumps(_document(incident, shown, pinned_only=pinned_only), indent=2) + "\n"
-    hint = " (HTML is not available yet)" if fmt == "html" else ""
+        document = _document(incident, shown, pinned_only=pinned_only, story=told)
+        return json.dumps(document, indent=2) + "\n"
+    if fmt == "html":
+        from bot.incidents.html_page import render_html_page  # jinja2 only when asked for
+
+        return render_html_page(
+            incident,
+            shown,
+            story=told,
+            pinned_only=pinned_only,
+            page_url=page_url,
+            refresh_seconds=refresh_seconds,
+        )
     raise UnsupportedFormatError(
-        f"unknown postmortem format '{fmt}'{hint} (formats: {', '.join(FORMATS)})"
+        f"unknown postmortem format '{fmt}' (formats: {', '.join(FORMATS)})"
     )
 
 
@@ -78,7 +100,9 @@ def _figures(incident: IncidentView) -> tuple[MttrFigures | None, str | None]:
 # -- Markdown -----------------------------------------------------------------------------------
 
 
-def _markdown(incident: IncidentView, events: Sequence[EventView], *, pinned_only: bool) -> str:
+def _markdown(
+    incident: IncidentView, events: Sequence[EventView], *, pinned_only: bool, story: Story
+) -> str:
     lines = [
         f"# {incident.ref}: {incident.runbook} on {incident.target} "
         f"({incident.severity}, {incident.state})",
@@ -93,8 +117,9 @@ def _markdown(incident: IncidentView, events: Sequence[EventView], *, pinned_onl
         "",
         "## Figures",
         "",
-        *_figure_table(incident),
+        *_figure_table(incident, story),
         "",
+        *_story_sections(incident, events, story),
         "## Timeline" + (" (pinned events)" if pinned_only else ""),
         "",
         *_timeline(events),
@@ -129,19 +154,68 @@ def _timestamps(incident: IncidentView) -> list[str]:
     return rows
 
 
-def _figure_table(incident: IncidentView) -> list[str]:
+def _figure_table(incident: IncidentView, story: Story) -> list[str]:
     figures, error = _figures(incident)
     if figures is None:
         return [f"_{error}_"]
     rows = ["| Figure | Value | Formula |", "|---|---|---|"]
     for d in DEFINITIONS:
         rows.append(f"| {d.label} | {format_duration(getattr(figures, d.name))} | {d.formula} |")
+    for x in story.extra_figures:
+        rows.append(f"| {_cell(x.label)} | {_cell(x.value)} | {_cell(x.formula)} |")
     rows += [
         "",
         "All figures are measured from fired_at (start of impact), except time to "
         "diagnosis, which is measured from detected_at.",
     ]
     return rows
+
+
+def _story_sections(
+    incident: IncidentView, events: Sequence[EventView], story: Story
+) -> list[str]:
+    """Evidence, actions, verification and follow-ups, each ending with a blank line."""
+    lines = ["## Evidence", ""]
+    evidence = story.evidence()
+    if evidence:
+        lines += ["| Finding | Summary | Cited |", "|---|---|---|"]
+        lines += [f"| {k} | {_cell(s)} | {_cell(c)} |" for k, s, c in evidence]
+    else:
+        lines.append("_No findings._")
+    lines += [
+        "",
+        f"- Ruled out: {', '.join(story.ruled_out()) or 'none'}",
+        f"- Missing signals: {', '.join(story.missing_signals()) or 'none'}",
+    ]
+    if story.snapshot is not None:
+        onset = story.snapshot.onset_at
+        lines.append(
+            f"- Evidence snapshot: {story.snapshot.signal}, {len(story.snapshot.series)} series, "
+            f"{_time(story.snapshot.start)} to {_time(story.snapshot.end)} UTC"
+            + (f", fault onset {_time(onset)}" if onset else "")
+        )
+    lines += ["", "## Actions", "", *_actions(story), "", "## Verification", ""]
+    checks = verifications(events)
+    lines += [f"- {_time(e.at)}: {_cell(e.summary)}" for e in checks] or ["_No verification ran._"]
+    lines += ["", "## Follow-ups", ""]
+    lines += [f"- {item}" for item in follow_ups(incident, story, events)] or ["_None._"]
+    return [*lines, ""]
+
+
+def _actions(story: Story) -> list[str]:
+    rows = []
+    for a in story.approvals:
+        who = f" by {a.actor}" if a.actor else ""
+        rows.append(f"- Approval ({a.step_id}): {a.state}{who} at {_time(a.decided_at)}")
+    if story.actions:
+        header = "| Action | Target | Status | Result | Finished (UTC) |"
+        rows += ["", header, "|---|---|---|---|---|"]
+        rows += [
+            f"| {a.action} | {a.target} | {a.status} | {_cell(a.detail)} "
+            f"| {_time(a.finished_at)} |"
+            for a in story.actions
+        ]
+    return rows or ["_No actions were carried out._"]
 
 
 def _timeline(events: Sequence[EventView]) -> list[str]:
@@ -167,7 +241,7 @@ def _cell(text: str) -> str:
 
 
 def _document(
-    incident: IncidentView, events: Sequence[EventView], *, pinned_only: bool
+    incident: IncidentView, events: Sequence[EventView], *, pinned_only: bool, story: Story
 ) -> dict[str, Any]:
     figures, error = _figures(incident)
     return {
@@ -178,6 +252,8 @@ def _document(
         "formulas": {d.name: d.formula for d in DEFINITIONS},
         "figures_error": error,
         "timeline": [e.to_dict() for e in events],
+        "story": story.to_dict(),
+        "follow_ups": follow_ups(incident, story, events),
     }
 
 
@@ -210,6 +286,8 @@ def _event_from(item: Mapping[str, Any]) -> EventView:
         pinned=bool(item.get("pinned", False)),
         run_id=item.get("run_id"),
         step_id=item.get("step_id"),
+        id=item.get("id"),
+        pinned_by=item.get("pinned_by"),
     )
 
 

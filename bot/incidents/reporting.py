@@ -12,10 +12,17 @@ from datetime import datetime
 from sqlmodel import Session
 
 from bot.errors import NotFound
+from bot.incidents.costing import read_gpu_hours
 from bot.incidents.mttr import FigureSummary, MttrFigures, TimestampOrderError, aggregate
+from bot.incidents.mttr_groups import Group, summarize
 from bot.incidents.postmortem import render_postmortem
+from bot.incidents.story import ActionView, ApprovalView, ExtraFigure, Story, snapshot_from
 from bot.incidents.views import EventView, IncidentView, event_views, incident_view
+from storage import actions as action_store
+from storage import approvals as approval_store
 from storage import incidents as store
+from storage import runs as run_store
+from storage import snapshots as snapshot_store
 from storage.tables import Incident
 
 
@@ -37,11 +44,96 @@ def read_views(
 
 
 def read_postmortem(
-    session: Session, ref: str | int, *, fmt: str = "md", pinned_only: bool = False
+    session: Session,
+    ref: str | int,
+    *,
+    fmt: str = "md",
+    pinned_only: bool = False,
+    page_url: str | None = None,
+    refresh_seconds: int | None = None,
+    now: datetime | None = None,
 ) -> str:
-    """The rendered postmortem of one incident (see `postmortem.render_postmortem`)."""
+    """The rendered postmortem of one incident (see `postmortem.render_postmortem`). `now`
+    ends the GPU-hours of an open incident (without it, they are shown once it resolves)."""
     incident, events = read_views(session, ref, pinned_only=pinned_only)
-    return render_postmortem(incident, events, fmt=fmt, pinned_only=pinned_only)
+    story = read_story(session, incident.id, now=now)
+    return render_postmortem(
+        incident,
+        events,
+        fmt=fmt,
+        pinned_only=pinned_only,
+        story=story,
+        page_url=page_url,
+        refresh_seconds=refresh_seconds,
+    )
+
+
+def read_story(session: Session, incident_id: int, *, now: datetime | None = None) -> Story:
+    """The verdict of the incident's latest localized run, its approvals, actions, latest
+    evidence snapshot (storage/snapshots.py) and GPU-hours lost (bot/incidents/costing.py)."""
+    runs = sorted(
+        run_store.list_runs_for_incident(session, incident_id),
+        key=lambda r: r.started_at,
+        reverse=True,
+    )
+    verdict = next((r.verdict for r in runs if r.verdict), None) or {}
+    snapshot = snapshot_store.latest_snapshot(session, incident_id=incident_id)
+    return Story(
+        verdict=verdict,
+        approvals=tuple(
+            ApprovalView(
+                step_id=a.step_id,
+                state=a.state,
+                requested_at=a.requested_at,
+                decided_at=a.decided_at,
+                actor=a.actor,
+                reason=a.reason,
+            )
+            for a in approval_store.list_approvals(session, incident_id=incident_id)
+        ),
+        actions=tuple(
+            ActionView(
+                action=a.action,
+                target=a.target,
+                status=a.status,
+                outcome=a.outcome,
+                detail=str(a.result.get("detail") or ""),
+                started_at=a.started_at,
+                finished_at=a.finished_at,
+            )
+            for a in action_store.list_actions(session, incident_id=incident_id)
+        ),
+        snapshot=None
+        if snapshot is None
+        else snapshot_from(
+            signal=snapshot.signal,
+            start=snapshot.start,
+            end=snapshot.end,
+            onset_at=snapshot.onset_at,
+            series=snapshot.series,
+        ),
+        extra_figures=_gpu_hours(session, incident_id, now=now),
+    )
+
+
+def _gpu_hours(
+    session: Session, incident_id: int, *, now: datetime | None
+) -> tuple[ExtraFigure, ...]:
+    """GPU-hours lost, then each of its two terms with its formula and worked numbers."""
+    row = read_incident(session, incident_id)
+    end = now or row.resolved_at
+    if end is None:  # open, and no clock to say how long so far
+        return ()
+    figure = read_gpu_hours(session, row, now=end)
+    so_far = " so far (open)" if figure.ongoing else ""
+    total = "unknown" if figure.total is None else f"{figure.total:.2f}{so_far}"
+    lines = [ExtraFigure("GPU-hours lost", total, "out of service + idle job GPUs")]
+    terms = (("out of service", figure.out_of_service), ("idle job GPUs", figure.idle_jobs))
+    for label, term in terms:
+        hours = "unknown" if term.hours is None else f"{term.hours:.2f}"
+        worked = f" ({'; '.join(term.worked)})" if term.worked else ""
+        lines.append(ExtraFigure(f"GPU-hours: {label}", hours, term.formula + worked))
+    return tuple(lines)
 
 
 def read_mttr_summary(
@@ -60,3 +152,13 @@ def _figures_or_skip(views: Sequence[IncidentView]) -> list[MttrFigures]:
         except TimestampOrderError:
             continue  # lifecycle refuses such writes; a hand-edited row must not break a summary
     return figures
+
+
+def read_mttr_groups(
+    session: Session, *, since: datetime, until: datetime, by: str
+) -> list[Group]:
+    """p50/p90 of each figure and the GPU-hours lost, over the incidents resolved in
+    [since, until), grouped `by` runbook, layer or week (checks are not incidents: left out)."""
+    rows = store.list_resolved(session, since=since, until=until)
+    costs = {row.id or 0: read_gpu_hours(session, row, now=until).total for row in rows}
+    return summarize([incident_view(r) for r in rows], by=by, gpu_hours=costs)

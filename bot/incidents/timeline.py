@@ -29,6 +29,8 @@ class EventKind(StrEnum):
     ACTION_SUCCEEDED = "action_succeeded"
     ACTION_FAILED = "action_failed"
     ACTION_SKIPPED = "action_skipped"
+    ACTION_BLOCKED = "action_blocked"
+    """A safety limit stopped the action right before it ran (bot/actions/limits.py)."""
     VERIFICATION_PASSED = "verification_passed"
     VERIFICATION_FAILED = "verification_failed"
     NOTE = "note"
@@ -47,6 +49,7 @@ PINNED_BY_DEFAULT: frozenset[EventKind] = frozenset(
         EventKind.APPROVAL_EXPIRED,
         EventKind.ACTION_SUCCEEDED,
         EventKind.ACTION_FAILED,
+        EventKind.ACTION_BLOCKED,
         EventKind.VERIFICATION_PASSED,
         EventKind.VERIFICATION_FAILED,
         EventKind.FIRED_AT_CORRECTED,

@@ -36,6 +36,9 @@ class IncidentView:
     mitigated_at: datetime | None = None
     resolved_at: datetime | None = None
     fired_at_corrected_by: str | None = None
+    fired_at_source: str | None = None  # alert | human | None (nobody said when impact began)
+    kind: str = "incident"  # incident | check (a diagnosis that found nothing: no MTTR)
+    gpu_hours_lost: float | None = None  # set at resolution (gpu_hours.py)
 
     @property
     def ref(self) -> str:
@@ -76,10 +79,14 @@ class EventView:
     pinned: bool = False
     run_id: str | None = None
     step_id: str | None = None
+    id: int | None = None  # the number people pin it by (`pin INC-7 #42`)
+    pinned_by: str | None = None  # who last pinned or unpinned it; None: pinned by kind
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe fields, time as ISO 8601 UTC."""
         return {
+            "id": self.id,
+            "pinned_by": self.pinned_by,
             "at": _plain(self.at),
             "kind": self.kind,
             "actor": self.actor,
@@ -160,6 +167,9 @@ def incident_view(row: IncidentRow) -> IncidentView:
         mitigated_at=row.mitigated_at,
         resolved_at=row.resolved_at,
         fired_at_corrected_by=row.fired_at_corrected_by,
+        fired_at_source=getattr(row, "fired_at_source", None),
+        kind=getattr(row, "kind", "incident"),
+        gpu_hours_lost=getattr(row, "gpu_hours_lost", None),
     )
 
 
@@ -174,6 +184,8 @@ def event_view(row: EventRow) -> EventView:
         pinned=row.pinned,
         run_id=row.run_id,
         step_id=row.step_id,
+        id=getattr(row, "id", None),
+        pinned_by=getattr(row, "pinned_by", None),
     )
 
 

@@ -13,7 +13,7 @@ import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, time, timedelta
 
 from bot.errors import UserInputError
 from integrations.errors import InvalidName
@@ -77,6 +77,37 @@ class Postmortem:
 class Mttr:
     window: timedelta
     label: str
+    by: str = "runbook"  # runbook | layer | week
+
+
+@dataclass(frozen=True)
+class FiredAt:
+    """`fired <id> <time> [reason]`: a person dates the start of impact."""
+
+    incident_id: int
+    when: datetime | time  # aware UTC, or a UTC clock time on the incident's detection day
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Note:
+    incident_id: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Pin:
+    """`pin <id> <event>` / `unpin <id> <event>`."""
+
+    incident_id: int
+    event_id: int
+    pinned: bool = True
+
+
+@dataclass(frozen=True)
+class Resolve:
+    incident_id: int
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -90,8 +121,32 @@ class Help:
 
 
 @dataclass(frozen=True)
-class BreakerReset:
-    """Reserved: resets the cordon circuit breaker (DESIGN §6) once it exists."""
+class Breaker:
+    """`breaker status` / `breaker reset [reason]`: the circuit breaker of node removals."""
+
+    action: str  # status | reset
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class PauseActions:
+    """`pause <reason>`: no action that changes the cluster runs until `resume`."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class ResumeActions:
+    """`resume`: end every pause request in force."""
+
+
+@dataclass(frozen=True)
+class Classify:
+    """`classify [INC-N] <pasted text>`: the tool outputs and logs in the text, judged as
+    `gpu-oncall triage-bundle` judges them; with an incident, the answer goes on its timeline."""
+
+    text: str
+    incident_id: int | None = None
 
 
 Command = (
@@ -102,9 +157,16 @@ Command = (
     | Ack
     | Postmortem
     | Mttr
+    | FiredAt
+    | Note
+    | Pin
+    | Resolve
     | ListRunbooks
     | Help
-    | BreakerReset
+    | Breaker
+    | PauseActions
+    | ResumeActions
+    | Classify
 )
 
 USAGE: tuple[tuple[str, str], ...] = (
@@ -113,12 +175,28 @@ USAGE: tuple[tuple[str, str], ...] = (
     ("incidents [all]", "open incidents (all: include resolved)"),
     ("incident <id>", "one incident: state, verdict, MTTR figures, latest events"),
     ("ack <id>", "acknowledge an incident"),
+    (
+        "fired <id> <time> [reason]",
+        "when impact began (UTC: 14:05, 14:05:30 or 2026-11-24T14:05Z); MTTx follow",
+    ),
+    ("note <id> <text>", "add a note to the incident's timeline"),
+    ("pin <id> <event>", "pin a timeline event (#number from incident <id>) into the story"),
+    ("unpin <id> <event>", "take a timeline event out of the pinned story"),
+    ("resolve <id> <reason>", "resolve an incident by hand, saying why"),
     ("postmortem <id>", "upload the incident's postmortem (Markdown) to this channel"),
     (
-        "mttr [window]",
-        f"MTTD / time to diagnosis / MTTM / MTTR per runbook (default {DEFAULT_WINDOW})",
+        "mttr [window] [by runbook|layer|week]",
+        f"MTTD / MTTA / time to diagnosis / MTTM / MTTR, p50 and p90 (default {DEFAULT_WINDOW})",
+    ),
+    (
+        "classify [INC-N] <pasted output>",
+        "judge pasted nvidia-smi / dcgmi / ibstat / kubectl / kernel / NCCL output; "
+        "with INC-N it goes on that incident's timeline",
     ),
     ("runbooks", "list runbooks and their triggers"),
+    ("pause <reason>", "stop every action that changes the cluster until resume (approvers)"),
+    ("resume", "end the pause (approvers)"),
+    ("breaker status|reset [reason]", "the circuit breaker of cordons/drains; reset: approvers"),
     ("help", "this list"),
 )
 """The grammar, in the order `help` shows it."""
@@ -129,9 +207,18 @@ VERBS = (
     "incidents",
     "incident",
     "ack",
+    "fired",
+    "note",
+    "pin",
+    "unpin",
+    "resolve",
     "postmortem",
     "mttr",
     "runbooks",
+    "pause",
+    "resume",
+    "breaker",
+    "classify",
     "help",
 )
 
@@ -143,6 +230,8 @@ def parse_command(text: str, *, runbooks: Sequence[RunbookSyntax] = ()) -> Comma
             f"the command has {len(text)} characters; at most {MAX_COMMAND_CHARS} "
             "(use node ranges such as gpu-node-[000-511] for many nodes)"
         )
+    if _CLASSIFY.match(text):
+        return parse_classify(text)
     words = _split(text)
     if not words:
         return Help()
@@ -183,15 +272,137 @@ def _simple(verb: str, args: list[str]) -> Command | None:
             return Ack(incident_id)
         return ShowIncident(incident_id) if verb == "incident" else Postmortem(incident_id)
     if verb == "mttr":
-        if len(args) > 1:
-            raise UserInputError(f"/gpu mttr takes one window such as 7d or 24h, not {len(args)}")
-        label = args[0].lower() if args else DEFAULT_WINDOW
-        return Mttr(window=parse_window(label), label=label)
-    if verb == "breaker":
-        if [a.lower() for a in args] != ["reset"]:
-            raise UserInputError("the only breaker command is /gpu breaker reset")
-        return BreakerReset()
+        return _mttr(args)
+    if verb in _HUMAN_VERBS:
+        return _human(verb, args)
+    if verb in ("breaker", "pause", "resume"):
+        return _safety(verb, args)
     return None
+
+
+_CLASSIFY = re.compile(r"^\s*classify(?:\s|$)", re.IGNORECASE)
+_CLASSIFY_INCIDENT = re.compile(r"^inc-?\d{1,9}$", re.IGNORECASE)
+
+
+def parse_classify(text: str) -> Classify:
+    """`classify [INC-N] <text>`: the text is taken as pasted, never split into words (shell
+    quoting rules would break on a log line's quotes). Only the `INC-N` form names an incident,
+    so pasted output that starts with a number is not mistaken for one."""
+    rest = html.unescape(_CLASSIFY.sub("", text, count=1)).strip()  # Slack escapes & < >
+    head = rest.split(None, 1)[0] if rest else ""
+    incident_id = None
+    if _CLASSIFY_INCIDENT.match(head):
+        incident_id = parse_incident_id(head)
+        rest = rest[len(head) :].strip()
+    if not rest:
+        raise UserInputError(
+            "/gpu classify needs the text to judge: /gpu classify [INC-42] <pasted nvidia-smi -q, "
+            "dcgmi diag, ibstat, kubectl describe node, kernel or NCCL output> (or share the file "
+            "in the incident's thread)"
+        )
+    return Classify(text=rest, incident_id=incident_id)
+
+
+MTTR_GROUPS = ("runbook", "layer", "week")
+"""How `mttr` groups incidents."""
+_HUMAN_VERBS = ("fired", "note", "pin", "unpin", "resolve")
+_EVENT = re.compile(r"^#?(\d{1,12})$")
+_CLOCK = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}))?$")
+
+
+def _mttr(args: list[str]) -> Mttr:
+    """`mttr [window] [by runbook|layer|week]`, in either order."""
+    words = [a.lower() for a in args]
+    by = "runbook"
+    if "by" in words:
+        at = words.index("by")
+        if at + 1 >= len(words) or words[at + 1] not in MTTR_GROUPS:
+            raise UserInputError(f"/gpu mttr by takes one of {', '.join(MTTR_GROUPS)}")
+        by = words[at + 1]
+        del words[at : at + 2]
+    if len(words) > 1:
+        raise UserInputError(
+            f"/gpu mttr takes one window such as 7d or 24h and 'by runbook|layer|week', "
+            f"not '{' '.join(args)}'"
+        )
+    label = words[0] if words else DEFAULT_WINDOW
+    return Mttr(window=parse_window(label), label=label, by=by)
+
+
+def _human(verb: str, args: list[str]) -> Command:
+    """The verbs by which a person puts something on an incident's record."""
+    shapes = {
+        "fired": "<id> <time> [reason]",
+        "note": "<id> <text>",
+        "pin": "<id> <event>",
+        "unpin": "<id> <event>",
+        "resolve": "<id> <reason>",
+    }
+    if len(args) < 2:
+        raise UserInputError(f"/gpu {verb} takes {shapes[verb]} (e.g. /gpu {verb} INC-42 ...)")
+    incident_id, rest = parse_incident_id(args[0]), args[1:]
+    if verb == "fired":
+        return FiredAt(incident_id, parse_when(rest[0]), " ".join(rest[1:]))
+    if verb == "note":
+        return Note(incident_id, " ".join(rest))
+    if verb == "resolve":
+        return Resolve(incident_id, " ".join(rest))
+    if len(rest) != 1:
+        got = " ".join(rest)
+        raise UserInputError(f"/gpu {verb} takes {shapes[verb]}: one event number (got '{got}')")
+    return Pin(incident_id, parse_event_id(rest[0]), pinned=verb == "pin")
+
+
+def parse_event_id(text: str) -> int:
+    """`#17` or `17` -> 17: the number `incident <id>` shows beside each timeline event."""
+    match = _EVENT.match(text.strip())
+    if match is None or int(match.group(1)) == 0:
+        raise UserInputError(
+            f"'{text}' is not a timeline event number (#17 or 17, as `incident <id>` lists them)"
+        )
+    return int(match.group(1))
+
+
+def parse_when(text: str) -> datetime | time:
+    """A time in UTC: ISO 8601 with a zone (`2026-11-24T14:05Z`, `...+02:00`), ISO without one
+    (read as UTC), or a clock time `14:05` / `14:05:30` (UTC, on a day the caller picks)."""
+    clock = _CLOCK.match(text.strip())
+    if clock is not None:
+        hour, minute, second = (int(g) if g else 0 for g in clock.groups())
+        if hour > 23 or minute > 59 or second > 59:
+            raise UserInputError(f"'{text}' is not a time of day (00:00 to 23:59:59, UTC)")
+        return time(hour, minute, second, tzinfo=UTC)
+    try:
+        parsed = datetime.fromisoformat(text.strip().replace("z", "Z"))
+    except ValueError:
+        raise UserInputError(
+            f"'{text}' is not a time (UTC: 14:05, 14:05:30, or 2026-11-24T14:05Z)"
+        ) from None
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+def on_day_of(when: datetime | time, reference: datetime) -> datetime:
+    """`parse_when`'s result as an aware UTC datetime: a clock time falls on `reference`'s UTC
+    day (the incident's detection day; for impact that began the day before, give the date)."""
+    if isinstance(when, datetime):
+        return when
+    day = reference.astimezone(UTC).date()
+    return datetime.combine(day, when.replace(tzinfo=None), tzinfo=UTC)
+
+
+def _safety(verb: str, args: list[str]) -> Command:
+    """`breaker status|reset [reason]`, `pause <reason>`, `resume`: the safety switches."""
+    if verb == "pause":
+        if not args:
+            raise UserInputError("/gpu pause needs a reason, e.g. /gpu pause firmware rollout")
+        return PauseActions(reason=" ".join(args))
+    if verb == "resume":
+        _none(verb, args)
+        return ResumeActions()
+    action = args[0].lower() if args else ""
+    if action not in ("status", "reset") or (action == "status" and len(args) > 1):
+        raise UserInputError("/gpu breaker takes status or reset [reason]: /gpu breaker status")
+    return Breaker(action=action, reason=" ".join(args[1:]))
 
 
 def parse_incident_id(text: str) -> int:

@@ -28,6 +28,7 @@ from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
 
 from bot.config import Settings
 from bot.errors import UserInputError
+from bot.slack import classify
 from bot.slack.approving import Approvals
 from bot.slack.deps import SlackDeps
 from bot.slack.failures import report_failure, trusted_reply
@@ -190,6 +191,7 @@ def build_app(
         return next()
 
     register(app, deps=deps, replies=replies, approvals=approvals)
+    classify.register(app, deps=deps)  # evidence files shared in incident threads
 
     @app.error
     def on_error(error: Exception, respond: Respond, context: BoltContext) -> None:

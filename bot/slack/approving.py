@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from bot.actions.policy import approvers_of
 from bot.engine.schema import StepKind
 from bot.errors import NotFound, PolicyDenied, RunStateError, UserInputError
 from bot.incidents import lifecycle
@@ -65,7 +66,7 @@ class Approvals:
         )
         groups: frozenset[str] = frozenset()
         if decision == "approve":
-            approvers = rt.deps.policy.runbook_approvers.get(run.runbook, rt.deps.policy.approvers)
+            approvers = approvers_of(rt.engine.policy_for(run.runbook), run.runbook)
             groups = self.deps.groups.groups_of(user, among=approvers)
         try:
             outcome = rt.engine.resume(

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from bot.actions.impact import render_impact
+from bot.diagnosis.units import format_reading
 from bot.engine.summaries import format_number
 from bot.incidents.mttr import TimestampOrderError, format_duration
 from bot.incidents.views import IncidentView
@@ -66,14 +68,20 @@ class TriageView:
     approval: ApprovalState | None = None
     approvers: tuple[str, ...] = ()
     two_person_risks: tuple[str, ...] = ()
+    policy_overrides: tuple[str, ...] = ()
+    """What the runbook's own policy changed from the settings' defaults (named, never silent)."""
     dry_run: bool = False
     previewable: frozenset[str] = frozenset()
     results: tuple[Line, ...] = ()
     verification: tuple[Line, ...] = ()
+    page_url: str | None = None
+    """The incident's page (`pages.base_url`), linked beside the pointer when set."""
 
     @property
     def pointer(self) -> str:
-        return messages.FULL_REPORT.format(ref=self.incident.ref)
+        text = messages.FULL_REPORT.format(ref=self.incident.ref)
+        link = messages.incident_page_link(self.incident.ref, self.page_url)
+        return f"{text} | {link}" if link else text
 
 
 # -- the triage message ---------------------------------------------------------------------------
@@ -183,6 +191,10 @@ def _verdict(verdict: Mapping[str, Any], pointer: str) -> list[Block]:
     ruled = ", ".join(f"`{layer}`" for layer in verdict.get("ruled_out", [])) or "none"
     missing = ", ".join(f"`{s}`" for s in verdict.get("missing_signals", [])) or "none"
     labels = [messages.RULED_OUT.format(layers=ruled), messages.MISSING.format(signals=missing)]
+    unknown = ", ".join(f"`{layer}`" for layer in verdict.get("unknown_layers", []))
+    if unknown:
+        labels.insert(1, messages.UNKNOWN_LAYERS.format(layers=unknown))
+    labels += [messages.DETECTOR.format(note=escape(n)) for n in verdict.get("detectors", [])[:3]]
     blocks.append(context(labels))
     return blocks
 
@@ -197,7 +209,7 @@ def _finding(finding: Mapping[str, Any]) -> str:
             f"{k}={v}" for k, v in dict(ev.get("labels", {})).items() if k not in ("node",)
         )
         where = f" ({escape(labels)})" if labels else ""
-        lines.append(f"    • `{ev.get('what')}` = {_value(ev.get('value'))}{where}")
+        lines.append(f"    • `{ev.get('what')}` = {_reading(ev)}{where}")
     if len(evidence) > MAX_EVIDENCE_LINES:
         lines.append("    • " + messages.more_values(len(evidence) - MAX_EVIDENCE_LINES))
     return "\n".join(lines)
@@ -234,6 +246,7 @@ def _proposals(view: TriageView) -> list[Block]:
                 description=p.get("description"), risk=p.get("risk"), reason=reason
             )
         )
+        lines += [f"    {escape(line)}" for line in render_impact(p.get("impact"))]
     blocks = [section("\n".join(lines), block_id="proposals")]
     approval = view.approval
     if approval is None:
@@ -275,6 +288,8 @@ def _who_may_approve(view: TriageView, approval: ApprovalState) -> str:
     risks = sorted({str(p.get("risk")) for p in view.proposals} & set(view.two_person_risks))
     if risks:
         text += " · " + messages.TWO_PERSON.format(risks="/".join(risks))
+    for override in view.policy_overrides:
+        text += " · " + escape(override)
     return text
 
 
@@ -301,6 +316,21 @@ def _resolved(incident: IncidentView) -> str:
 
 def _percent(value: Any) -> str:
     return f"{float(value):.0%}" if isinstance(value, int | float) else "n/a"
+
+
+def _reading(ev: Mapping[str, Any]) -> str:
+    """An evidence value with its unit and, when peers were read, the peers' median."""
+    value = ev.get("value")
+    if isinstance(value, str) or value is None:
+        return _value(value)
+    return escape(
+        format_reading(
+            value,
+            unit=str(ev.get("unit", "")),
+            peer_median=ev.get("peer_median"),
+            peers=int(ev.get("peers", 0)),
+        )
+    )
 
 
 def _value(value: Any) -> str:

@@ -27,7 +27,14 @@ ICONS = {
     "x": ":x:",
     ".": ":small_blue_diamond:",
 }
-OUTCOMES = {"changed": "+", "already_done": "+", "dry_run": ".", "skipped": "?", "failed": "x"}
+OUTCOMES = {
+    "changed": "+",
+    "already_done": "+",
+    "dry_run": ".",
+    "skipped": "?",
+    "failed": "x",
+    "blocked": "!",
+}
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from bot.errors import PolicyDenied
+from bot.slack.kit import escape
 
 HELP_TITLE = "*`/gpu` commands*"
 HELP_FOOTER = (
@@ -22,10 +23,6 @@ NO_RUNBOOKS = (
     "No runbooks are loaded; check GPU_ONCALL_RUNBOOK_DIRS and `gpu-oncall runbooks validate`."
 )
 NO_ACTION = "No action proposed."
-BREAKER_RESERVED = (
-    "`/gpu breaker reset` is reserved: no circuit breaker is configured yet, so there is "
-    "nothing to reset."
-)
 FULL_REPORT = "full report: `/gpu incident {ref}` · `/gpu postmortem {ref}`"
 DRY_RUN_BANNER = (
     ":test_tube: *Dry run* (GPU_ONCALL_POLICY__DRY_RUN): actions only say what they would do."
@@ -86,8 +83,14 @@ def cannot_ack_resolved(ref: str) -> str:
     return f"{ref} is already resolved; `/gpu postmortem {ref}` exports its timeline."
 
 
-def postmortem_comment(ref: str, title: str) -> str:
-    return f":page_facing_up: Postmortem of {ref}: {title}"
+def postmortem_comment(ref: str, title: str, *, url: str | None = None) -> str:
+    page = f" (live page: <{url}|{ref}>)" if url else ""
+    return f":page_facing_up: Postmortem of {ref}: {title}{page}; open the HTML file in a browser"
+
+
+def incident_page_link(ref: str, url: str | None) -> str:
+    """`<url|INC-7 page>` for Slack text, or empty when `pages.base_url` is unset."""
+    return f"<{url}|{ref} page>" if url else ""
 
 
 def mttr_title(label: str, count: int) -> str:
@@ -134,6 +137,9 @@ VERDICT = "*Verdict:* `{layer}` (confidence {confidence})"
 CULPRIT = "*Culprit:* {culprit}"
 RULED_OUT = "*Ruled out:* {layers}"
 MISSING = "*Missing signals:* {signals}"
+UNKNOWN_LAYERS = "*Not checked (signals missing):* {layers}"
+DETECTOR = ":warning: *Detector, not hardware:* {note}"
+WITHHELD = "*Not proposed:* {action} {target} — {reason}"
 PROPOSED = "*Proposed actions*"
 PROPOSAL = "• `{description}` · risk *{risk}*{reason}"
 VERIFICATION = "*Verification*"
@@ -267,3 +273,33 @@ def unknown_run(run_id: str) -> str:
 
 def no_approval(run_id: str) -> str:
     return f"run {run_id[:8]} has not asked for an approval"
+
+
+# -- safety switches (bot/slack/safety.py) -------------------------------------------------------
+
+
+def paused(actor: str, reason: str, noted: Sequence[str]) -> str:
+    where = f" Noted on {', '.join(noted)}." if noted else ""
+    return (
+        f":octagonal_sign: Remediation paused by {mention(actor)}: {escape(reason)}. "
+        f"No action that changes the cluster runs until an approver types `/gpu resume`.{where}"
+    )
+
+
+def resumed(actor: str, reasons: Sequence[str], noted: Sequence[str]) -> str:
+    if not reasons:
+        return "Not paused: nothing to resume."
+    where = f" Noted on {', '.join(noted)}." if noted else ""
+    return (
+        f":arrow_forward: Remediation resumed by {mention(actor)} "
+        f"(paused for: {escape('; '.join(reasons))}).{where}"
+    )
+
+
+def breaker_status(lines: Sequence[str]) -> str:
+    return "*Circuit breaker*\n" + escape("\n".join(lines))
+
+
+def breaker_reset(actor: str, reason: str, lines: Sequence[str]) -> str:
+    why = f": {escape(reason)}" if reason else ""
+    return f"Circuit breaker reset by {mention(actor)}{why}\n" + escape("\n".join(lines))

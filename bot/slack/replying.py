@@ -8,7 +8,6 @@ except `postmortem`, which uploads the Markdown export to the channel for everyo
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import timedelta
 
 from slack_sdk.errors import SlackApiError
 
@@ -17,12 +16,11 @@ from bot.engine.inputs import resolve_inputs
 from bot.engine.loading import LoadedRunbook
 from bot.errors import NotFound, UserInputError
 from bot.incidents import lifecycle
-from bot.incidents.mttr import MttrFigures, TimestampOrderError, aggregate
 from bot.incidents.reporting import read_incident, read_postmortem, read_views
 from bot.incidents.states import IncidentState
 from bot.incidents.views import incident_view
 from bot.intake import commands as grammar
-from bot.slack import answers, messages
+from bot.slack import answers, classify, humans, messages, safety
 from bot.slack.deps import Reply, SlackDeps
 from bot.slack.failures import guarded
 from bot.slack.kit import Block
@@ -74,15 +72,25 @@ class Replies:
                 self._ack(incident_id, user=user, reply=reply)
             case grammar.Postmortem(incident_id=incident_id):
                 self._postmortem(incident_id, channel=channel)
-            case grammar.Mttr(window=window, label=label):
-                _say(reply, f"MTTR {label}", answers.mttr_blocks(label, self._mttr(window)))
+            case grammar.Mttr():
+                humans.mttr(command, deps=self.deps, reply=reply)
+            case grammar.FiredAt() | grammar.Note() | grammar.Pin() | grammar.Resolve():
+                humans.record(
+                    command,
+                    deps=self.deps,
+                    user=user,
+                    reply=reply,
+                    refresh=self.messages.refresh_incident,
+                )
             case grammar.ListRunbooks():
                 _say(reply, "Runbooks", answers.runbooks_blocks(self._runbooks()))
+            case grammar.Classify():
+                classify.answer_command(self.deps, command, user=user, reply=reply)
             case grammar.Help():
                 verbs = {v: s.name for s in self.syntax for v in s.verbs}
                 _say(reply, "/gpu help", answers.help_blocks(grammar.USAGE, verbs))
-            case grammar.BreakerReset():
-                reply(text=messages.BREAKER_RESERVED, response_type="ephemeral")
+            case grammar.Breaker() | grammar.PauseActions() | grammar.ResumeActions():
+                safety.handle(command, deps=self.deps, user=user, reply=reply)
 
     # -- runs ------------------------------------------------------------------------------------
     def start(
@@ -147,36 +155,23 @@ class Replies:
     def _postmortem(self, incident_id: int, *, channel: str) -> None:
         with session_scope(self.deps.rt.db) as session:
             incident = read_incident(session, incident_id)
-            document = read_postmortem(session, incident_id, fmt="md")
             ref, title = incident.ref, incident.title
+            url = self.deps.rt.settings.pages.incident_url(ref)
+            document = read_postmortem(
+                session, incident_id, fmt="html", page_url=url, now=self.deps.rt.clock.now()
+            )
         try:
             self.deps.client.files_upload_v2(
                 channel=channel,
                 content=document,
-                filename=f"{ref}-postmortem.md",
+                filename=f"{ref}-postmortem.html",
                 title=f"{ref} postmortem",
-                initial_comment=messages.postmortem_comment(ref, title),
+                initial_comment=messages.postmortem_comment(ref, title, url=url),
             )
         except SlackApiError as exc:
             if exc.response.get("error") in _NOT_MEMBER:
                 raise UserInputError(messages.not_in_channel(channel)) from exc
             raise
-
-    def _mttr(self, window: timedelta) -> list[answers.MttrRow]:
-        since = self.deps.rt.clock.now() - window
-        with session_scope(self.deps.rt.db) as session:
-            views = [incident_view(r) for r in incident_store.list_resolved(session, since=since)]
-        by_runbook: dict[str, list[MttrFigures]] = {}
-        for view in views:
-            try:
-                by_runbook.setdefault(view.runbook, []).append(view.figures())
-            except TimestampOrderError:
-                continue  # lifecycle refuses such writes; a hand-edited row must not break this
-        rows = [answers.MttrRow(rb, len(f), aggregate(f)) for rb, f in sorted(by_runbook.items())]
-        if len(rows) > 1:
-            every = [f for figures in by_runbook.values() for f in figures]
-            rows.append(answers.MttrRow("all", len(every), aggregate(every)))
-        return rows
 
     def _runbooks(self) -> list[answers.RunbookRow]:
         catalog = self.deps.rt.catalog

@@ -13,9 +13,10 @@ from typing import Any
 
 from sqlmodel import Session
 
-from bot.actions.policy import Policy
+from bot.actions.policy import Policy, approvers_of
 from bot.engine.catalog import RunbookCatalog
 from bot.engine.loading import LoadedRunbook
+from bot.engine.policies import policy_for
 from bot.engine.schema import StepKind
 from bot.errors import NotFound
 from bot.incidents.reporting import read_incident
@@ -30,7 +31,12 @@ from storage import runs as run_store
 from storage.tables import ApprovalRow, RunbookRun, TimelineEvent
 
 _PROGRESS = {EventKind.STEP_COMPLETED, EventKind.FINDING, EventKind.STEP_FAILED}
-_RESULTS = {EventKind.ACTION_SUCCEEDED, EventKind.ACTION_FAILED, EventKind.ACTION_SKIPPED}
+_RESULTS = {
+    EventKind.ACTION_SUCCEEDED,
+    EventKind.ACTION_FAILED,
+    EventKind.ACTION_SKIPPED,
+    EventKind.ACTION_BLOCKED,
+}
 _VERIFY = {EventKind.VERIFICATION_PASSED: "+", EventKind.VERIFICATION_FAILED: "x"}
 _CHECK_ICONS = {"fired": "!", "unknown": "?", "passed": "+"}
 
@@ -52,12 +58,14 @@ def read_triage(
     )
     loaded = _runbook(catalog, run.runbook if run else incident.runbook)
     view = incident_view(incident)
+    policy = policy_for(policy, loaded)  # the runbook's own policy over the settings'
     base = TriageView(
         incident=view,
         runbook_title=loaded.runbook.metadata.title if loaded else view.runbook,
         requester="alertmanager",
-        approvers=tuple(sorted(policy.runbook_approvers.get(view.runbook, policy.approvers))),
+        approvers=tuple(sorted(approvers_of(policy, view.runbook))),
         two_person_risks=tuple(sorted(r.value for r in policy.two_person_risks)),
+        policy_overrides=policy.overrides,
         dry_run=policy.dry_run,
         previewable=PREVIEWABLE,
         steps_total=len(loaded.runbook.steps) if loaded else 0,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from slack_sdk.errors import SlackApiError, SlackClientError
@@ -42,13 +43,14 @@ class TriageMessages:
     def snapshot(self, incident_id: int, run_id: str | None) -> TriageView:
         rt = self.deps.rt
         with session_scope(rt.db) as session:
-            return read_triage(
+            view = read_triage(
                 session,
                 incident_id=incident_id,
                 run_id=run_id,
                 catalog=rt.catalog,
                 policy=rt.deps.policy,
             )
+        return replace(view, page_url=rt.settings.pages.incident_url(view.incident.ref))
 
     def placeholder(self, channel: str, text: str) -> tuple[str, str]:
         """Post a first line at once (the 'within a second' of DESIGN §1); (channel, ts)."""

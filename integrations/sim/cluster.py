@@ -13,20 +13,23 @@ import contextlib
 from collections.abc import Collection, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from integrations.cluster import (
     ClusterEvent,
     DrainReport,
+    JobRun,
     NodeInfo,
     Outcome,
     Permission,
     PodInfo,
     RemediationPause,
 )
-from integrations.errors import ClusterForbidden, NodeNotFound
+from integrations.errors import ClusterForbidden, JobNotFound, NodeNotFound
 from integrations.names import (
     check_annotation_value,
     check_container_name,
+    check_job_name,
     check_label_value,
     check_namespace,
     check_node_name,
@@ -171,6 +174,36 @@ class SimCluster:
                 if (pause := check.pause_for(node.labels)) is not None:
                     pauses.append(pause)
         return pauses
+
+    def create_job(self, manifest: Mapping[str, Any]) -> JobRun:
+        """Run the Job on the simulated node named by `spec.template.spec.nodeName`: journaled,
+        complete at once (the same name again is ALREADY_DONE, as a 409 then a read is)."""
+        meta = manifest.get("metadata") or {}
+        name = check_job_name(str(meta.get("name", "")))
+        namespace = check_namespace(str(meta.get("namespace", "")))
+        pod = ((manifest.get("spec") or {}).get("template") or {}).get("spec") or {}
+        node = check_node_name(str(pod.get("nodeName", "")))
+        containers = pod.get("containers") or [{}]
+        args = [*(containers[0].get("command") or []), *(containers[0].get("args") or [])]
+        self._allowed("create", "jobs")
+        outcome = self.fleet.run_job(name, namespace, node=node, args=[str(a) for a in args])
+        return JobRun(name, namespace, "complete", outcome=outcome)
+
+    def read_job(self, name: str, namespace: str) -> JobRun:
+        job, ns = check_job_name(name), check_namespace(namespace)
+        self._allowed("get", "jobs")
+        if (ns, job) not in self.fleet.jobs:
+            raise JobNotFound(job, ns)
+        return JobRun(job, ns, "complete")
+
+    def job_logs(self, name: str, namespace: str, *, tail_lines: int = 20) -> str:
+        job, ns = check_job_name(name), check_namespace(namespace)
+        self._allowed("list", "pods")
+        self._allowed("get", "pods/log")
+        ran = self.fleet.jobs.get((ns, job))
+        if ran is None or tail_lines <= 0:
+            return ""
+        return f"simulated node {ran['node']}: ran {' '.join(ran['args'])}: exit 0"
 
     def _allowed(self, verb: str, resource: str) -> None:
         if (verb, resource) in self.denied:

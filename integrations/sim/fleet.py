@@ -80,6 +80,8 @@ class Fleet:
         self.faults: list[ActiveFault] = []
         self.budgets: list[SimBudget] = []
         self.health_checks: dict[str, SimHealthCheck] = {}
+        self.jobs: dict[tuple[str, str], dict[str, Any]] = {}
+        """Node-agent Jobs by (namespace, name): {"node", "args"}; each completed at once."""
         self.cordon_calls: Counter[str] = Counter()
         self.uncordon_calls: Counter[str] = Counter()
         self.drain_calls: Counter[str] = Counter()
@@ -202,7 +204,9 @@ class Fleet:
         for fault in faults:
             lines.extend(FAULT_KINDS[fault.kind].kernel_log(fault, t))
         return [
-            render_kernel_line(line, boot_offset_s=spec.boot_offset_s)
+            render_kernel_line(
+                line, boot_offset_s=spec.boot_offset_s, at=self.wall(line.t), host=spec.name
+            )
             for line in sorted(lines, key=lambda line: line.t)
             if line.t <= t
         ]
@@ -295,6 +299,17 @@ class Fleet:
             self._write("health_check", None, check=health_check_fields(check))
             self.health_checks[check.name] = check
 
+    def run_job(self, name: str, namespace: str, *, node: str, args: Iterable[str]) -> Outcome:
+        """A node-agent Job (gpu_reset / reboot) on `node`: the simulated node carries it out
+        at once and it completes; the same name again is ALREADY_DONE. It changes no fault:
+        whether the reset helped is for the runbook's verification to find out."""
+        with self._lock:
+            if (namespace, name) in self.jobs:
+                return Outcome.ALREADY_DONE
+            self._write("job", node, name=name, namespace=namespace, args=list(args))
+            self.jobs[(namespace, name)] = {"node": node, "args": list(args)}
+            return Outcome.CHANGED
+
     def repair(self, node: str) -> int:
         """End every active fault on the node now (a part swapped, a cable reseated, a
         reboot). Returns how many faults ended. Persistent hardware flags keep their value."""
@@ -367,6 +382,8 @@ class Fleet:
         elif verb == "delete_pod":
             grace = timedelta(seconds=float(entry.get("grace_s", 0)))
             self._delete_pod(t, pod=entry["pod"], namespace=entry["namespace"], grace=grace)
+        elif verb == "job":
+            self.jobs[(entry["namespace"], entry["name"])] = {"node": node, "args": entry["args"]}
         elif verb == "budget":
             self.budgets.append(SimBudget(**entry["budget"]))
         elif verb == "health_check":
@@ -404,6 +421,7 @@ class Fleet:
                 state.drained_t = t
                 for fault in self._faults_on(node):
                     if FAULT_KINDS[fault.kind].ends_on_drain:
+                        fault.window.cancel(t)
                         fault.window.close(t)
             outcome = Outcome.CHANGED if changed or evicted else Outcome.ALREADY_DONE
             return DrainReport(
@@ -416,7 +434,10 @@ class Fleet:
 
     def _repair(self, t: float, *, node: str) -> int:
         with self._lock:
-            return sum(fault.window.close(t) for fault in self._faults_on(node))
+            faults = self._faults_on(node)
+            for fault in faults:
+                fault.window.cancel(t)  # later episodes of a flapping fault
+            return sum(fault.window.close(t) for fault in faults)
 
     def _set_cordon(self, node: str, *, on: bool, t: float) -> Outcome:
         state = self.state[node]

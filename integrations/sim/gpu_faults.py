@@ -36,10 +36,13 @@ HW_THERMAL = 0x40
 
 
 def unhealthy_gpu(fault: ActiveFault) -> Impact:
-    """The device plugin marks the GPU unhealthy: allocatable drops by one until it restarts."""
-    return node_impact(
-        fault, "kube_node_status_allocatable", effect=Step(fault.window, -1.0), entity=GPU_RESOURCE
-    )
+    """The device plugin marks the GPU unhealthy: allocatable drops by one until the plugin
+    restarts. The plugin never marks a GPU healthy again by itself (NVIDIA/k8s-device-plugin
+    #234), so the drop lasts as long as the fault's window, whose end is its repair: a GPU
+    reset or a reboot restarts the node's GPU pods, the plugin among them. A plugin that keeps
+    holding a GPU after the fault is gone is its own kind, `device_plugin_unhealthy`."""
+    drop = Step(fault.window, -1.0, persist=False)
+    return node_impact(fault, "kube_node_status_allocatable", effect=drop, entity=GPU_RESOURCE)
 
 
 def xid_gauge(fault: ActiveFault, code: int) -> dict[str, Effect]:
@@ -218,8 +221,16 @@ class GpuFallenOffBus(FaultKind):
         return rank_lost(fault)
 
 
+#: From this intensity on an NVLink fault is fatal to the CUDA context (the rank dies).
+NVLINK_FATAL_INTENSITY = 0.8
+
+
 class NvlinkErrors(FaultKind):
-    """NVLink CRC/replay/recovery errors on one GPU and XID 74 (counters off by default)."""
+    """NVLink CRC/replay/recovery errors on one GPU and XID 74 (counters off by default).
+
+    The job's intra-node collectives cross that GPU's links: they slow down (replays), and a
+    fatal NVLink error (intensity >= 0.8) kills the rank, so the job hangs. With dcgm-exporter's
+    default CSV the XID 74 gauge and kernel lines are all that shows."""
 
     name = "nvlink_errors"
     layer = "fabric"
@@ -238,9 +249,25 @@ class NvlinkErrors(FaultKind):
         times = occurrences(fault.window, every_s=300.0, until=until)
         return xid_lines(fault, 74, times=times)
 
+    def pod_log(self, fault: ActiveFault, pod: SimPod, *, until: float) -> list[LogLine]:
+        if fault.intensity < NVLINK_FATAL_INTENSITY or until < fault.window.start + 1.0:
+            return []
+        return _cuda_error_lines(fault, pod, error="uncorrectable NVLink error detected")
+
+    def workload_effects(self, fault: ActiveFault) -> list[WorkloadEffect]:
+        if fault.intensity >= NVLINK_FATAL_INTENSITY:
+            return rank_lost(fault)
+        node = fault.node_name
+        return [JobEffect(fault.window, node=node, network=1.0 - 0.5 * fault.intensity)]
+
+
+#: From this intensity the marginal link retrains to x8 (`DCGM_FI_DEV_PCIE_LINK_WIDTH`).
+PCIE_DOWNTRAIN_INTENSITY = 0.5
+
 
 class PcieDowngrade(FaultKind):
-    """A marginal PCIe link: replays climb and the root port logs corrected AER errors."""
+    """A marginal PCIe link: replays climb, the root port logs corrected AER errors, and from
+    intensity 0.5 the link retrains to x8 (of x16)."""
 
     name = "pcie_downgrade"
     layer = "gpu_hardware"
@@ -249,7 +276,19 @@ class PcieDowngrade(FaultKind):
 
     def impacts(self, fault: ActiveFault) -> list[Impact]:
         ramp = Ramp(fault.window, per_second(20.0, fault))
-        return gpu_impacts(fault, {"DCGM_FI_DEV_PCIE_REPLAY_COUNTER": ramp})
+        effects: dict[str, Effect] = {"DCGM_FI_DEV_PCIE_REPLAY_COUNTER": ramp}
+        if fault.intensity >= PCIE_DOWNTRAIN_INTENSITY:
+            effects["DCGM_FI_DEV_PCIE_LINK_WIDTH"] = Hold(fault.window, 8.0)
+        return gpu_impacts(fault, effects)
+
+    def workload_effects(self, fault: ActiveFault) -> list[WorkloadEffect]:
+        # Host-device copies and GPUDirect RDMA cross the marginal link: the rank computes and
+        # communicates slower, the whole synchronous job waits for it.
+        k, node = fault.intensity, fault.node_name
+        return [
+            JobEffect(fault.window, node=node, compute=1.0 + 0.3 * k, network=1.0 - 0.3 * k),
+            ServiceEffect(fault.window, node=node, compute=1.0 + 0.3 * k),
+        ]
 
     def kernel_log(self, fault: ActiveFault, until: float) -> list[LogLine]:
         assert fault.gpu is not None

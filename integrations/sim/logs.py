@@ -20,9 +20,13 @@ POD_HISTORY_S = 1200.0
 POD_EVERY_S = 60.0
 
 
-def render_kernel_line(line: LogLine, *, boot_offset_s: float) -> str:
-    """dmesg style: seconds since boot in brackets, e.g. `[352811.123456] NVRM: ...`."""
-    return f"[{line.t + boot_offset_s:12.6f}] {line.text}"
+def render_kernel_line(line: LogLine, *, boot_offset_s: float, at: datetime, host: str) -> str:
+    """As /var/log/kern.log holds it (what the kubelet's node-log query returns): rsyslog's
+    RFC 3339 stamp, the host, `kernel:`, then the dmesg stamp (seconds since boot) and the
+    text, e.g. `2026-11-22T10:01:02.123456+00:00 gpu-node-07 kernel: [352811.123456] NVRM: ...`.
+    """
+    stamp = at.isoformat(timespec="microseconds")
+    return f"{stamp} {host} kernel: [{line.t + boot_offset_s:12.6f}] {line.text}"
 
 
 def boot_lines(node: NodeSpec, *, driver_version: str) -> list[LogLine]:

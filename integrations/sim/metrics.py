@@ -304,6 +304,30 @@ _DCGM = [
         help="Whether a row remap is pending (takes effect at the next GPU reset).",
     ),
     _dcgm(
+        "DCGM_FI_DEV_PCIE_LINK_GEN",
+        _const(5.0),
+        default_on=False,
+        help="PCIe current link generation.",
+    ),
+    _dcgm(
+        "DCGM_FI_DEV_PCIE_LINK_WIDTH",
+        _const(16.0),
+        default_on=False,
+        help="PCIe current link width.",
+    ),
+    _dcgm(
+        "DCGM_FI_DEV_PCIE_MAX_LINK_GEN",
+        _const(5.0),
+        default_on=False,
+        help="PCIe maximum link generation.",
+    ),
+    _dcgm(
+        "DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH",
+        _const(16.0),
+        default_on=False,
+        help="PCIe maximum link width.",
+    ),
+    _dcgm(
         "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
         _const(0.0),
         counter=True,

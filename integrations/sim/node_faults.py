@@ -21,7 +21,7 @@ from integrations.sim.fault_base import (
 )
 from integrations.sim.gpu_faults import unhealthy_gpu, xid_gauge
 from integrations.sim.pods import SimPod
-from integrations.sim.tracks import Gone, Hold
+from integrations.sim.tracks import Freeze, Gone, Hold
 
 READY_TRUE = ("condition", "Ready", "true")
 READY_FALSE = ("condition", "Ready", "false")
@@ -108,6 +108,36 @@ class ExporterDown(FaultKind):
         ]
 
 
+class ExporterStale(FaultKind):
+    """A lying detector: dcgm-exporter keeps answering (`up` 1) but its values stopped
+    updating when the fault began (hung DCGM host engine, a stuck field cache). Whatever
+    happens to the GPUs afterwards, the series show the moment it froze."""
+
+    name = "exporter_stale"
+    layer = "telemetry"
+    target = "node"
+    ends_on_drain = False
+
+    def impacts(self, fault: ActiveFault) -> list[Impact]:
+        assert fault.node is not None
+        return [Impact(fault.node.name, Freeze(fault.window), family="dcgm")]
+
+
+class GaugeFrozen(FaultKind):
+    """A lying detector on one GPU: every dcgm series of that GPU holds the value it had when
+    the fault began (DCGM stopped refreshing its fields) while the other GPUs move on."""
+
+    name = "gauge_frozen"
+    layer = "telemetry"
+    target = "gpu"
+    ends_on_drain = False
+
+    def impacts(self, fault: ActiveFault) -> list[Impact]:
+        assert fault.node is not None and fault.gpu is not None
+        entity = ("gpu", str(fault.gpu.index))
+        return [Impact(fault.node.name, Freeze(fault.window), family="dcgm", entity=entity)]
+
+
 class DevicePluginUnhealthy(FaultKind):
     """The device plugin marked a GPU unhealthy after XID 69: allocatable < capacity."""
 
@@ -146,6 +176,8 @@ class DriverVersionSkew(FaultKind):
 NODE_FAULTS: tuple[FaultKind, ...] = (
     NodeNotReady(),
     ExporterDown(),
+    ExporterStale(),
+    GaugeFrozen(),
     DevicePluginUnhealthy(),
     DriverVersionSkew(),
 )

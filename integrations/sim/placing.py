@@ -59,13 +59,14 @@ def active_faults(
     fleet_size: int,
     workload_size: int,
 ) -> list[ActiveFault]:
-    """One ActiveFault per target, all starting at `origin + start` (each with its own window,
-    so repairing one node ends only that node's share)."""
+    """One ActiveFault per target and episode, starting at `origin + start` (each with its own
+    window, so repairing one node ends only that node's share). A transient fault's window
+    ends after `duration`; a flapping fault is one window per episode."""
     start = origin + spec.start.total_seconds()
     return [
         ActiveFault(
             kind=spec.kind,
-            window=FaultWindow(start),
+            window=window,
             intensity=spec.intensity,
             node=node,
             gpu=gpu,
@@ -79,4 +80,27 @@ def active_faults(
             workload_size=workload_size,
         )
         for node, gpu, hca in targets
+        for window in episodes(spec, start=start, origin=origin)
+    ]
+
+
+#: A flapping fault without a `duration` flaps for this long after `start` (or until now).
+FLAP_HORIZON_S = 2 * 3600.0
+#: At most this many episodes of one flapping fault (the newest are kept).
+MAX_EPISODES = 48
+
+
+def episodes(spec: FaultSpec, *, start: float, origin: float) -> list[FaultWindow]:
+    """The windows the fault acts in: one (open, or ending after `duration`), or one per
+    episode of a flapping fault."""
+    duration = spec.duration.total_seconds() if spec.duration is not None else None
+    if spec.flap is None:
+        return [FaultWindow(start, None if duration is None else start + duration)]
+    period, on = spec.flap.period.total_seconds(), spec.flap.on.total_seconds()
+    until = start + duration if duration is not None else max(origin, start) + FLAP_HORIZON_S
+    count = max(1, int((until - start) // period) + (1 if (until - start) % period else 0))
+    first = max(0, count - MAX_EPISODES)
+    return [
+        FaultWindow(start + k * period, min(start + k * period + on, until))
+        for k in range(first, count)
     ]

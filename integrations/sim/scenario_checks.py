@@ -30,6 +30,21 @@ def reference_problems(s: Scenario) -> Iterator[tuple[str, str]]:
         for i, culprit in enumerate(s.expect.culprits):
             if culprit.startswith(NODE_PREFIX) and culprit not in known:
                 yield f"expect.culprits.{i}", _unknown_node(culprit, s)
+        yield from _device_problems(s, known)
+
+
+def _device_problems(s: Scenario, known: set[str]) -> Iterator[tuple[str, str]]:
+    """`expect.gpus` / `expect.hcas` name devices that exist (`gpu-node-09:3`, `...:mlx5_2`)."""
+    assert s.expect is not None
+    sizes = {"gpus": s.fleet.gpus_per_node, "hcas": s.fleet.hcas_per_node}
+    for field, refs in (("gpus", s.expect.gpus), ("hcas", s.expect.hcas)):
+        for i, ref in enumerate(refs):
+            node, _, device = ref.rpartition(":")
+            index = int(device.removeprefix("mlx5_"))
+            if node not in known:
+                yield f"expect.{field}.{i}", _unknown_node(node, s)
+            elif index >= sizes[field]:
+                yield f"expect.{field}.{i}", _out_of_range(field[:-1], index, count=sizes[field])
 
 
 def _workload_problems(s: Scenario, known: set[str]) -> Iterator[tuple[str, str]]:

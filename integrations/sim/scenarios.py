@@ -149,6 +149,19 @@ def _groups(names: list[str], *, size: int, prefix: str) -> dict[str, list[str]]
     return out
 
 
+class FlapSpec(_Model):
+    """A fault that comes and goes: on for `on` out of every `period`, from `start` on."""
+
+    period: Offset
+    on: Offset
+
+    @_model_validator(mode="after")
+    def _on_within_period(self) -> FlapSpec:
+        if not timedelta(0) < self.on < self.period:
+            raise ValueError("flap needs 0 < on < period (e.g. {period: 10m, on: 2m})")
+        return self
+
+
 class FaultSpec(_Model):
     kind: str
     node: str | None = None
@@ -166,6 +179,17 @@ class FaultSpec(_Model):
     version: str | None = None
     missing: int | None = Field(default=None, ge=1)
     intensity: float = Field(default=1.0, gt=0.0, le=1.0)
+    duration: Offset | None = None
+    """A fault that ends by itself (`10m`): transient. None = acting until drained/repaired."""
+    flap: FlapSpec | None = None
+    """A fault that comes and goes (`{period: 10m, on: 2m}`), until `duration` if given."""
+
+    @field_validator("duration")
+    @classmethod
+    def _positive(cls, value: timedelta | None) -> timedelta | None:
+        if value is not None and value <= timedelta(0):
+            raise ValueError("duration must be positive (e.g. 10m)")
+        return value
 
     @field_validator("kind")
     @classmethod
@@ -229,10 +253,21 @@ class Trigger(_Model):
         return self
 
 
+#: `gpu-node-09:3`: GPU 3 of gpu-node-09 (the index, as dcgm-exporter's `gpu` label).
+GpuRef = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?:\d+$")]
+#: `gpu-node-02:mlx5_3`: an HCA of a node, by device name (any port).
+HcaRef = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?:mlx5_\d+$")]
+
+
 class Expect(_Model):
     runbook: str
     layer: Layer
     culprits: list[str] = Field(default_factory=list)
+    gpus: list[GpuRef] = Field(default_factory=list)
+    """The culprit GPUs, when the fault is one GPU's: eval then scores the culprit at GPU
+    granularity (the verdict must name these GPUs, not just their nodes)."""
+    hcas: list[HcaRef] = Field(default_factory=list)
+    """The culprit HCAs (`node:mlx5_N`), scored like `gpus`."""
     actions: list[str] = Field(default_factory=list)
     not_actions: list[str] = Field(default_factory=list)
 

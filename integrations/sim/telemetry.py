@@ -5,7 +5,7 @@ label matchers, joins (`* on(...) group_left(...)` info series), the host label 
 workload signals, the workload label; apply the range function over `[now − window, now]`;
 combine series that share a sample identity (`agg by (...)`); scale. Histogram quantiles sum
 bucket rates by `le` and interpolate as `histogram_quantile` does. One read is one backend
-query, whatever the node count; `queries` counts them for tests.
+query, whatever the node count (a range read too); `queries` counts them for tests.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime, timedelta
 
 from integrations.signals import (
     DEFAULT_HOST_LABELS,
@@ -23,7 +24,7 @@ from integrations.signals import (
 )
 from integrations.sim.fleet import Fleet
 from integrations.sim.tracks import Computed, Effect, SampleGrid, Track, evaluate
-from integrations.telemetry import Sample, SignalQuery, SignalResult
+from integrations.telemetry import Sample, SeriesPoints, SignalQuery, SignalResult
 
 Group = tuple[str, tuple[tuple[str, str], ...]]
 """A sample identity: its node and its identity labels."""
@@ -65,13 +66,8 @@ class SimTelemetry:
         spec = self.catalog.get(query.signal)
         with self._lock:
             self.queries += 1
-        end = self.fleet.offset(self.fleet.now())
-        grid = SampleGrid.over(start=end - query.window.total_seconds(), end=end)
         wanted = self._nodes(spec, query)
-        scope = wanted if not spec.selects_by_workload else (list(query.nodes) or None)
-        pods_of = query.workload if spec.selects_by_workload else None
-        tracks = self.fleet.tracks(spec.series_metric, scope, workload=pods_of)
-        groups = self._groups(spec, query, grid=grid, tracks=tracks)
+        groups = self._at(spec, query, wanted, end=self.fleet.offset(self.fleet.now()))
         samples = [
             Sample(node=node, value=value * spec.scale, labels=dict(labels))
             for (node, labels), value in groups.items()
@@ -83,6 +79,40 @@ class SimTelemetry:
         return SignalResult(
             signal=query.signal, samples=tuple(samples), missing_nodes=missing, queries=1
         )
+
+    def read_range(
+        self, query: SignalQuery, *, start: datetime, end: datetime, step: timedelta
+    ) -> list[SeriesPoints]:
+        """`read` evaluated at `start`, `start + step`, ... up to `end` (one backend query, as a
+        Prometheus range query is); a series absent at a step has no point there."""
+        if step <= timedelta(0) or end < start:
+            raise ValueError(f"signal '{query.signal}': a range needs start <= end and step > 0")
+        spec = self.catalog.get(query.signal)
+        with self._lock:
+            self.queries += 1
+        wanted = self._nodes(spec, query)
+        points: dict[Group, list[tuple[datetime, float]]] = {}
+        at = start
+        while at <= end:
+            groups = self._at(spec, query, wanted, end=self.fleet.offset(at))
+            for key, value in groups.items():
+                if value is not None:
+                    points.setdefault(key, []).append((at, value * spec.scale))
+            at += step
+        return [
+            SeriesPoints(node=node, labels=dict(labels), points=tuple(found))
+            for (node, labels), found in sorted(points.items())
+        ]
+
+    def _at(
+        self, spec: SignalSpec, query: SignalQuery, wanted: list[str] | None, *, end: float
+    ) -> dict[Group, float | None]:
+        """The signal's value per sample identity over `[end - window, end]` (fleet time)."""
+        grid = SampleGrid.over(start=end - query.window.total_seconds(), end=end)
+        scope = wanted if not spec.selects_by_workload else (list(query.nodes) or None)
+        pods_of = query.workload if spec.selects_by_workload else None
+        tracks = self.fleet.tracks(spec.series_metric, scope, workload=pods_of)
+        return self._groups(spec, query, grid=grid, tracks=tracks)
 
     def _nodes(self, spec: SignalSpec, query: SignalQuery) -> list[str] | None:
         """The nodes a read answers for (None: whichever series match, nothing can be missing)."""

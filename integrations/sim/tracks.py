@@ -40,10 +40,20 @@ class FaultWindow:
         return t if self.end is None else min(t, self.end)
 
     def close(self, at: float) -> bool:
-        """End the window at `at` if it is still open and has begun; True if it changed."""
-        if self.end is not None or at < self.start:
+        """End the window at `at` if it has begun and not ended yet (a transient fault's or an
+        episode's planned end may still be ahead); True if it changed."""
+        if at < self.start or (self.end is not None and self.end <= at):
             return False
         self.end = at
+        FaultWindow.closed += 1
+        return True
+
+    def cancel(self, at: float) -> bool:
+        """Call off a window that has not begun by `at` (a later episode of a flapping fault
+        on a node being repaired); True if it changed."""
+        if at >= self.start or self.end == self.start:
+            return False
+        self.end = self.start
         FaultWindow.closed += 1
         return True
 
@@ -148,6 +158,23 @@ class Gone:
 
 
 @dataclass(frozen=True)
+class Freeze:
+    """A lying detector: while the window is open the series keeps reporting the value it had
+    when the window opened (a stuck exporter, a DCGM field cache that stopped updating). The
+    scrape still succeeds (`up` stays 1); only the values stop moving."""
+
+    window: FaultWindow
+    removes: ClassVar[bool] = False
+
+    def apply(self, value: float | None, t: float) -> float | None:
+        return value  # Track.value reads the series at the window's start instead
+
+    def frozen_at(self, t: float) -> float | None:
+        """The time whose value the series shows at `t`, or None when not frozen."""
+        return self.window.start if self.window.active(t) else None
+
+
+@dataclass(frozen=True)
 class Computed:
     """The value comes from live fleet state (e.g. the cordon flag) or a workload model, not
     from a fault. `monotonic`: a counter that never resets (rate/increase need two reads)."""
@@ -181,6 +208,9 @@ class Track:
     value_labels: Callable[[float], dict[str, str]] | None = field(default=None, repr=False)
 
     def value(self, t: float) -> float | None:
+        for effect in self.effects:
+            if isinstance(effect, Freeze) and (at := effect.frozen_at(t)) is not None:
+                t = at
         value: float | None = self.base + self.slope * t
         for effect in self.effects:
             value = effect.apply(value, t)

@@ -28,6 +28,10 @@ def _job(read: Callable[[JobState], float]) -> JobReading:
     return lambda job, _node, t: read(job.state(t))
 
 
+CHECKPOINT_AGE_AT_T0 = 780.0
+"""Every simulated job saved its last checkpoint 13 min before the scenario's t0 (and saves
+every CHECKPOINT_EVERY_S): old enough that draining at t0 would redo real work."""
+
 #: metric -> (help, counter?, healthy (base, slope), model reading)
 _JOB: dict[str, tuple[str, bool, Healthy, JobReading]] = {
     "training_step_time_seconds": (
@@ -78,6 +82,12 @@ _JOB: dict[str, tuple[str, bool, Healthy, JobReading]] = {
         (training.CHECKPOINT_S, 0.0),
         _job(lambda s: s.checkpoint_s),
     ),
+    "training_checkpoint_age_seconds": (
+        "Seconds since the job's last completed checkpoint save.",
+        False,
+        (0.0, 0.0),  # always from the model: a sawtooth, reset at each save
+        lambda _job, _node, t: (t + CHECKPOINT_AGE_AT_T0) % training.CHECKPOINT_EVERY_S,
+    ),
     "training_nccl_last_completed_seq": (
         "Sequence number of the last completed NCCL work of the rank's default process group.",
         False,
@@ -89,7 +99,7 @@ _JOB: dict[str, tuple[str, bool, Healthy, JobReading]] = {
 
 def _job_seeds(metric: str) -> Callable[[NodeView], list[Seed]]:
     _help, _counter, (base, slope), read = _JOB[metric]
-    always = metric == "training_nccl_last_completed_seq"
+    always = metric in ("training_nccl_last_completed_seq", "training_checkpoint_age_seconds")
 
     def seeds(view: NodeView) -> list[Seed]:
         placed = view.placed("training")

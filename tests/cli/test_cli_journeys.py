@@ -25,6 +25,7 @@ def cli(tmp_path: Path, *args: str, stdin: str = "") -> subprocess.CompletedProc
     env = dict(os.environ)
     env["GPU_ONCALL_STORAGE__URL"] = f"sqlite:///{tmp_path / 'oncall.db'}"
     env["USER"] = "alice"
+    env["GPU_ONCALL_IDENTITY__ADMINS"] = '["cli:alice"]'  # `approve --as` acts for others
     return subprocess.run(
         [sys.executable, "-m", "bot.cli", *args],
         cwd=tmp_path,

@@ -1,9 +1,10 @@
 """Fixtures for the port contract suites: one small simulated fleet, seen either through
 SimCluster or through KubernetesCluster talking HTTP to the fake API server that mirrors it.
 
-The "kubernetes" world's fake grants exactly the ClusterRole in deploy/kubernetes/base, so a
-contract case that needs an API the role lacks fails with 403; every request the adapter sent
-must map to one of `REQUIRED_PERMISSIONS` (checked at teardown). Time never passes for real:
+The "kubernetes" world's fake grants exactly the ClusterRole in deploy/kubernetes/base plus the
+node agent's Job Role, so a contract case that needs an API the roles lack fails with 403; every
+request the adapter sent must map to `REQUIRED_PERMISSIONS` or `JOB_PERMISSIONS` (checked at
+teardown). Time never passes for real:
 the adapter's backoff sleeps advance a fake monotonic clock.
 """
 
@@ -25,6 +26,7 @@ from tests.servers.kube_world import (
     MIRROR,
     FakeTimer,
     contract_fleet,
+    job_permissions,
     make_kubernetes,
     required_permissions,
     role_permissions,
@@ -99,11 +101,12 @@ def world(request: pytest.FixtureRequest, fleet: Fleet, tmp_path: Path) -> Itera
         return
     with start_fake_kube() as fake:
         fake.seed_from_fleet(fleet)
-        fake.grant_only(role_permissions())
+        fake.grant_only(role_permissions() | job_permissions())
         timer = FakeTimer()
         cluster = make_kubernetes(fake, tmp_path, timer=timer, page_size=2)
         yield World("kubernetes", fleet, cluster, fake, timer)
         cluster.close()
         used = {r.permission for r in fake.requests if r.permission is not None}
-        assert used <= required_permissions(), used - required_permissions()
+        allowed = required_permissions() | job_permissions()
+        assert used <= allowed, used - allowed
 

@@ -13,19 +13,23 @@ resource; hostile names are refused before any request; check_permissions; medik
 NodeHealthCheck pauses: none without the CRD (a 404 on the API), a paused NHC whose selector
 (matchLabels + matchExpressions) selects the node is reported with its pause requests (one
 paginated list), unpaused or non-selecting NHCs are not, one with a malformed selector is
-skipped (it selects nothing for NHC either), and a refused list names the permission.
+skipped (it selects nothing for NHC either), and a refused list names the permission;
+node-agent Jobs: create twice is one Job (a 409 on the API, then a read), read until Complete,
+the pod log's tail, JobNotFound, a refused create names the permission, hostile Job names.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
 from integrations.cluster import Outcome, Permission, RemediationPause
-from integrations.errors import ClusterForbidden, InvalidName, NodeNotFound
+from integrations.errors import ClusterForbidden, InvalidName, JobNotFound, NodeNotFound
 from tests.contracts.conftest import World
+from tests.servers.fake_kube_jobs import JobPlan
 from tests.servers.kube_world import T0
 
 NODE = "gpu-node-01"
@@ -339,3 +343,90 @@ def test_a_health_check_with_a_malformed_selector_pauses_nothing(world: World) -
     world.add_health_check("nhc-all", {}, ["freeze"])
     node = world.cluster.nodes([NODE])[0]
     assert [p.name for p in world.cluster.remediation_pauses(node)] == ["nhc-all"]
+
+
+AGENT_NS = "gpu-oncall-agent"
+
+
+def agent_job(name: str = "gpu-oncall-gpu-reset-0a1b2c3d4e5f") -> dict[str, Any]:
+    """A node-agent Job as `JobTemplate.render` makes one (trimmed to what the API checks)."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": AGENT_NS, "labels": {"gpu-oncall.io/node": NODE}},
+        "spec": {
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": 120,
+            "template": {
+                "spec": {
+                    "nodeName": NODE,
+                    "restartPolicy": "Never",
+                    "tolerations": [{"operator": "Exists"}],
+                    "containers": [
+                        {
+                            "name": "agent",
+                            "image": "debian:bookworm-slim",
+                            "args": ["nvidia-smi", "-r", "-i", "5"],
+                        }
+                    ],
+                }
+            },
+        },
+    }
+
+
+def test_create_job_twice_is_one_job_read_until_complete(world: World) -> None:
+    if world.fake is not None:
+        world.fake.plan_jobs(JobPlan("Complete", after_reads=3, log=("GPU 5 was reset.",)))
+    first = world.cluster.create_job(agent_job())
+    again = world.cluster.create_job(agent_job())
+    assert (first.name, first.namespace) == ("gpu-oncall-gpu-reset-0a1b2c3d4e5f", AGENT_NS)
+    assert first.outcome is Outcome.CHANGED
+    assert again.outcome is Outcome.ALREADY_DONE and again.name == first.name
+    states = [world.cluster.read_job(first.name, AGENT_NS).state for _ in range(2)]
+    assert states[-1] == "complete"
+    assert world.cluster.job_logs(first.name, AGENT_NS, tail_lines=5) != ""
+    if world.fake is not None:
+        assert [r.status for r in world.sent("POST", path="/jobs")] == [201, 409]
+        (post, _) = world.sent("POST", path="/jobs")
+        assert post.path == f"/apis/batch/v1/namespaces/{AGENT_NS}/jobs"
+        assert post.body["spec"]["template"]["spec"]["nodeName"] == NODE
+        assert states == ["running", "complete"]  # the 409 read the Job once more
+        assert world.cluster.job_logs(first.name, AGENT_NS) == "GPU 5 was reset."
+        (listing, *_) = world.sent("GET", path=f"/namespaces/{AGENT_NS}/pods")
+        assert listing.query["labelSelector"] == f"job-name={first.name}"
+
+
+def test_a_failed_job_says_why(world: World) -> None:
+    if world.fake is None:
+        pytest.skip("the simulated node carries every Job out")
+    message = "Job was active longer than specified deadline"
+    world.fake.plan_jobs(JobPlan("Failed", reason="DeadlineExceeded", message=message))
+    run = world.cluster.create_job(agent_job())
+    failed = world.cluster.read_job(run.name, AGENT_NS)
+    assert failed.state == "failed"
+    assert failed.reason == "DeadlineExceeded: Job was active longer than specified deadline"
+
+
+def test_an_unknown_job_raises_job_not_found(world: World) -> None:
+    with pytest.raises(JobNotFound, match=f"job '{AGENT_NS}/gpu-oncall-reboot-none' not found"):
+        world.cluster.read_job("gpu-oncall-reboot-none", AGENT_NS)
+
+
+def test_a_refused_job_create_names_the_permission(world: World) -> None:
+    world.deny("create", "jobs", group="batch")
+    with pytest.raises(ClusterForbidden, match=r"may not create jobs"):
+        world.cluster.create_job(agent_job())
+    if world.fake is not None:
+        assert [r.status for r in world.sent("POST", path="/jobs")] == [403]
+
+
+@pytest.mark.parametrize(
+    "name", ["x" * 64, "a/../b", "Upper", ""], ids=["64-chars", "slash", "upper", "empty"]
+)
+def test_hostile_job_names_are_refused_before_any_request(world: World, name: str) -> None:
+    with pytest.raises(InvalidName):
+        world.cluster.create_job(agent_job(name))
+    with pytest.raises(InvalidName):
+        world.cluster.read_job(name, AGENT_NS)
+    assert world.sent() == []

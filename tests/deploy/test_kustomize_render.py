@@ -5,7 +5,9 @@ Aspects: every object parses; the base has what an install needs; the Deployment
 to objects that exist (ServiceAccount, ConfigMaps) or to the one documented Secret (by
 reference, never a value); selectors match the pod labels; the pods are non-root with a
 read-only root filesystem and probes; the ClusterRole grants exactly what the adapter needs;
-the overlay's runbooks pass the runbook linter; the Dockerfile is pinned and non-root.
+the overlay's runbooks pass the runbook linter; the Dockerfile is pinned and non-root; the
+node-agent Job template in its ConfigMap passes the start-up check and its Role grants exactly
+the Job permissions, in the privileged agent namespace only.
 """
 
 from __future__ import annotations
@@ -62,11 +64,13 @@ def test_every_object_parses_and_the_install_is_complete(objects: list[dict[str,
     kinds = Counter(o["kind"] for o in objects)
     assert kinds == Counter(
         {
-            "Namespace": 1,
+            "Namespace": 2,
             "ServiceAccount": 1,
             "ClusterRole": 1,
             "ClusterRoleBinding": 1,
-            "ConfigMap": 2,
+            "Role": 1,
+            "RoleBinding": 1,
+            "ConfigMap": 3,
             "Deployment": 1,
             "Service": 1,
             "PodDisruptionBudget": 1,
@@ -77,7 +81,9 @@ def test_every_object_parses_and_the_install_is_complete(objects: list[dict[str,
     )
     namespaced = [o for o in objects if o["kind"] not in ("Namespace", "ClusterRole",
                                                           "ClusterRoleBinding")]  # fmt: skip
-    assert {o["metadata"]["namespace"] for o in namespaced} == {"gpu-oncall"}
+    assert {o["metadata"]["namespace"] for o in namespaced} == {"gpu-oncall", "gpu-oncall-agent"}
+    agent_namespace = [o for o in namespaced if o["metadata"]["namespace"] == "gpu-oncall-agent"]
+    assert sorted(o["kind"] for o in agent_namespace) == ["Role", "RoleBinding"]
 
 
 def test_no_secret_value_is_rendered(objects: list[dict[str, Any]]) -> None:
@@ -196,3 +202,33 @@ def test_the_image_is_pinned_slim_and_non_root() -> None:
     assert "COPY runbooks ./runbooks" in dockerfile
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert {".git", ".venv", "tests", "*.db"} <= set(ignored)
+
+
+def test_the_node_agent_job_template_loads_and_its_role_is_namespaced(
+    objects: list[dict[str, Any]],
+) -> None:
+    from integrations.k8s import JOB_PERMISSIONS
+    from integrations.node_jobs import parse_job_template
+
+    config = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ConfigMap"}
+    bot_config = config["gpu-oncall-config"]["data"]
+    assert bot_config["GPU_ONCALL_AGENT__MODE"] == "job"
+    template = next(o for name, o in config.items() if name.startswith("gpu-oncall-node-agent"))
+    assert template["metadata"]["namespace"] == "gpu-oncall"
+    job = parse_job_template(
+        yaml.safe_load(template["data"]["job-template.yaml"]), source="rendered ConfigMap"
+    )
+    assert job.job["spec"]["template"]["spec"]["tolerations"] == [{"operator": "Exists"}]
+    volumes = {v["name"]: v for v in _pod(objects)["spec"]["volumes"]}
+    assert volumes["node-agent"]["configMap"]["name"] == template["metadata"]["name"]
+    namespace = next(o for o in objects if o["kind"] == "Namespace"
+                     and o["metadata"]["name"] == "gpu-oncall-agent")  # fmt: skip
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    role, binding = _one(objects, "Role"), _one(objects, "RoleBinding")
+    granted = {(verb, group, resource) for rule in role["rules"] for group in rule["apiGroups"]
+               for resource in rule["resources"] for verb in rule["verbs"]}  # fmt: skip
+    assert granted == {(p.verb, p.group, p.resource) for p in JOB_PERMISSIONS}
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "gpu-oncall", "namespace": "gpu-oncall"}
+    ]

@@ -5,7 +5,9 @@ exactly `integrations.k8s.REQUIRED_PERMISSIONS` (nothing more, nothing missing);
 port call, made over HTTP against the fake API server that grants only that role, succeeds
 without a 403, every request it sends maps to a required permission (kube-apiserver's request
 attributes: verb, API group, resource, subresource), and together the calls exercise every
-required permission; `check_permissions` finds all of them granted under the role.
+required permission; `check_permissions` finds all of them granted under the role. The node
+agent's Role (deploy/kubernetes/node-agent/rbac.yaml) grants exactly `JOB_PERMISSIONS`, in its
+namespace only, and the Job calls use exactly those (plus the ClusterRole's pod reads).
 """
 
 from __future__ import annotations
@@ -17,12 +19,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from integrations.k8s import REQUIRED_PERMISSIONS, KubernetesCluster
+from integrations.k8s import JOB_PERMISSIONS, REQUIRED_PERMISSIONS, KubernetesCluster
 from tests.servers.fake_kube import FakeKube, start_fake_kube
+from tests.servers.fake_kube_jobs import JobPlan
 from tests.servers.kube_world import (
+    AGENT_RBAC,
     CLUSTERROLE,
     T0,
     contract_fleet,
+    job_permissions,
     make_kubernetes,
     required_permissions,
     role_permissions,
@@ -93,3 +98,36 @@ def test_check_permissions_finds_the_role_complete(fake: FakeKube, tmp_path: Pat
     fake.grant_only(role_permissions() - {("patch", "", "nodes", "")})
     answers = make_kubernetes(fake, tmp_path).check_permissions(REQUIRED_PERMISSIONS)
     assert [p.describe() for p in answers if not p.allowed] == ["patch nodes"]
+
+
+def test_the_node_agent_role_grants_exactly_the_job_permissions_in_its_namespace() -> None:
+    documents = [d for d in yaml.safe_load_all(AGENT_RBAC.read_text()) if d]
+    assert [d["kind"] for d in documents] == ["Role", "RoleBinding"]
+    assert {d["metadata"]["namespace"] for d in documents} == {"gpu-oncall-agent"}
+    assert role_permissions(AGENT_RBAC) == job_permissions()
+    assert job_permissions().isdisjoint(role_permissions()), "Jobs are never granted cluster-wide"
+
+
+def test_the_job_calls_stay_within_the_two_roles(tmp_path: Path) -> None:
+    with start_fake_kube() as fake:
+        fake.seed_from_fleet(contract_fleet())
+        fake.grant_only(role_permissions() | role_permissions(AGENT_RBAC))
+        fake.plan_jobs(JobPlan("Failed", reason="BackoffLimitExceeded", log=("no GPU 9",)))
+        cluster = make_kubernetes(fake, tmp_path)
+        job = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "gpu-oncall-reboot-1", "namespace": "gpu-oncall-agent"},
+            "spec": {
+                "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "a"}]}}
+            },
+        }
+        cluster.create_job(job)
+        cluster.create_job(job)
+        cluster.read_job("gpu-oncall-reboot-1", "gpu-oncall-agent")
+        cluster.job_logs("gpu-oncall-reboot-1", "gpu-oncall-agent")
+        cluster.check_permissions(JOB_PERMISSIONS)
+        assert [r.path for r in fake.requests if r.status == 403] == []
+        used = {r.permission for r in fake.requests if r.permission is not None}
+        assert job_permissions() <= used
+        assert used - job_permissions() <= required_permissions()

@@ -83,7 +83,13 @@ def test_the_json_report_has_exactly_the_documented_shape(results: list[Scenario
     assert set(report["summary"]) == {
         "layer_accuracy",
         "culprit_accuracy",
+        "device_scored",
+        "device_accuracy",
+        "action_accuracy",
         "forbidden_action_count",
+        "diagnosis_ms_median",
+        "diagnosis_ms_max",
+        "run_ms_total",
         "scenarios",
     }
     for row in report["scenarios"]:
@@ -95,9 +101,16 @@ def test_the_json_report_has_exactly_the_documented_shape(results: list[Scenario
             "expected_culprits",
             "predicted_culprits",
             "culprit_correct",
+            "expected_devices",
+            "predicted_devices",
+            "expected_actions",
             "proposed_actions",
+            "actions_correct",
             "forbidden_actions_proposed",
             "queries",
             "diagnosis_ms",
+            "run_ms",
         }
-        assert isinstance(row["queries"], int) and row["queries"] <= 25
+        # A constant, whatever the fleet (the library runs 16 to 1,024 nodes): one query per
+        # signal a runbook reads (mfu-regression reads NVLink and PCIe too since issue 14).
+        assert isinstance(row["queries"], int) and row["queries"] <= 32

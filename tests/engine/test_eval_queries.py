@@ -2,7 +2,7 @@
 
 Covers: the same fault diagnosed by `nccl-hang` (a job spanning the whole fleet, one IB port
 down) and by `node-diagnose` (one node's DBE storm) on 16, 256 and 4,096 nodes issues the same
-number of queries, at most 25, and still finds the culprit among all of them; so does
+number of queries, at most 32, and still finds the culprit among all of them; so does
 `node-storm` for an 8-node GPUEccStorm storm, whose topology and driver reads cover the whole
 fleet.
 """
@@ -78,7 +78,7 @@ def test_queries_per_run_are_constant_from_16_to_4096_nodes(
         assert culprits == [culprit]
         counts.append(queries)
     assert counts[0] == counts[1] == counts[2]
-    assert counts[0] <= 25
+    assert counts[0] <= 32  # one query per signal read (NVLink and PCIe too since issue 14)
 
 
 def storm_scenario(nodes: int) -> tuple[Scenario, list[str]]:
@@ -106,4 +106,4 @@ def test_storm_queries_are_constant_from_16_to_4096_nodes(settings: Settings) ->
         assert culprits == members
         counts.append(queries)
     assert counts[0] == counts[1] == counts[2]
-    assert counts[0] <= 25
+    assert counts[0] <= 32  # one query per signal read (NVLink and PCIe too since issue 14)

@@ -29,12 +29,28 @@ SCENARIO_KEYS = {
     "expected_culprits",
     "predicted_culprits",
     "culprit_correct",
+    "expected_devices",
+    "predicted_devices",
+    "expected_actions",
     "proposed_actions",
+    "actions_correct",
     "forbidden_actions_proposed",
     "queries",
     "diagnosis_ms",
+    "run_ms",
 }
-SUMMARY_KEYS = {"layer_accuracy", "culprit_accuracy", "forbidden_action_count", "scenarios"}
+SUMMARY_KEYS = {
+    "layer_accuracy",
+    "culprit_accuracy",
+    "device_scored",
+    "device_accuracy",
+    "action_accuracy",
+    "forbidden_action_count",
+    "diagnosis_ms_median",
+    "diagnosis_ms_max",
+    "run_ms_total",
+    "scenarios",
+}
 
 
 def copy_scenario(src: Path, dst: Path, **changes: Any) -> Path:

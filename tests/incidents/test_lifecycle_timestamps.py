@@ -254,7 +254,7 @@ def test_correcting_fired_at_is_validated_and_on_the_timeline(
     earlier = clock.now() - timedelta(minutes=30)
     with session_scope(engine) as session:
         incident = _open(session, clock)
-        with pytest.raises(UserInputError, match="detected_at .* is before fired_at"):
+        with pytest.raises(UserInputError, match="fired_at .* is after detected_at"):
             lifecycle.correct_fired_at(
                 session,
                 incident,

@@ -4,8 +4,8 @@ Covers: the Markdown title line names the incident, runbook, target, severity an
 shows the localization, the figures with their formulas, and the timeline (time UTC, actor,
 kind, summary); `pinned_only` keeps the curated story; table cells are escaped; JSON follows
 the documented schema with figures in seconds and round-trips back into equal views; corrupt
-timestamps degrade to a message instead of figures; html and unknown formats list the valid
-ones; `read_postmortem` names an unknown incident; the renderer imports no database library.
+timestamps degrade to a message instead of figures; unknown formats list the valid ones;
+`read_postmortem` names an unknown incident; the renderer imports no database library.
 """
 
 from __future__ import annotations
@@ -128,11 +128,11 @@ def test_corrupt_timestamps_degrade_to_a_message(
     assert data["figures"]["mttr"] is None and "is before detected_at" in data["figures_error"]
 
 
-@pytest.mark.parametrize("fmt", ["html", "pdf"])
+@pytest.mark.parametrize("fmt", ["pdf", "HTML"])
 def test_unsupported_formats_list_the_valid_ones(
     resolved: tuple[IncidentView, list[EventView]], fmt: str
 ) -> None:
-    with pytest.raises(UserInputError, match=r"\(formats: md, json\)") as info:
+    with pytest.raises(UserInputError, match=r"\(formats: md, json, html\)") as info:
         render_postmortem(*resolved, fmt=fmt)
     assert isinstance(info.value, ValueError)
 

@@ -1,7 +1,8 @@
 """What PrometheusTelemetry sends to a real Prometheus, counted by a recording proxy.
 
 Covers: one HTTP query per signal whatever the node count (1, 8, 64 nodes); a whole `node-
-diagnose` run sends exactly one query per signal step; `read_many` sends its queries
+diagnose` run sends exactly one query per signal step, plus one range query (the evidence
+snapshot of the verdict's signal); `read_many` sends its queries
 concurrently (the proxy only answers once several are in flight at once) and returns results in
 order; concurrent reads from many threads stay correct; a workload read resolves the job's nodes
 inside its one query, matching on the label the workload-label settings name; a pinned clock
@@ -107,9 +108,23 @@ def test_a_node_diagnose_run_sends_one_query_per_signal_step(
             inputs={"node": "gpu-node-03"},
         )
     signal_steps = [s for s in outcome.steps.values() if s.get("kind") == "signal"]
-    queries = proxy.queries()
+    queries = [r.promql for r in proxy.received if r.path == "/api/v1/query"]
+    # plus one range read: the evidence snapshot of the verdict's cited signal
+    (snapshot,) = [r.promql for r in proxy.received if r.path == "/api/v1/query_range"]
+    assert "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{" in snapshot
     assert outcome.verdict["layer"] == "gpu_hardware"
-    assert len(queries) == len(signal_steps)
+    # plus the checks that judge the detectors, one query each whatever the fleet size: is the
+    # XID gauge held (`changes()`), does each GPU's energy counter still move; and the cordon's
+    # impact reads the gang job's checkpoint age
+    checks = [
+        q
+        for q in queries
+        if "(changes(max by (Hostname, gpu, UUID) (DCGM_FI_DEV_XID_ERRORS{" in q
+        or "increase(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{" in q
+        or "training_checkpoint_age_seconds{" in q
+    ]
+    assert len(checks) == 3, checks
+    assert len(queries) == len(signal_steps) + len(checks)
     for step in signal_steps:
         metric = catalog.get(step["signal"]).series_metric
         assert any(metric + "{" in q for q in queries), metric

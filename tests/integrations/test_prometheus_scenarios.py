@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from servers.world import World, diagnosis_of, run_both, start_scenario_world
+from servers.world import EXTRA_READS, World, diagnosis_of, run_both, start_scenario_world
 
 from bot.config import Settings
 from bot.wiring import load_catalogs
@@ -64,7 +64,7 @@ def test_prometheus_diagnosis_equals_the_in_process_one(
     inputs: dict[str, str],
 ) -> None:
     name = Path(scenario).stem
-    through_sim, through_prometheus, prometheus = run_both(
+    through_sim, through_prometheus, prometheus, sim = run_both(
         world,
         name,
         catalog=catalog,
@@ -76,7 +76,11 @@ def test_prometheus_diagnosis_equals_the_in_process_one(
     assert diagnosis_of(through_prometheus) == diagnosis_of(through_sim)
     assert through_prometheus.status == through_sim.status
     signal_steps = sum(1 for out in through_sim.steps.values() if out.get("kind") == "signal")
-    assert prometheus.queries == signal_steps  # the runs stop at the approval: no verify reads
+    # Both paths send the same reads: one per signal step, the held-gauge and detector-liveness
+    # checks, the evidence snapshot; never a verify
+    # read (the runs stop at the approval).
+    assert prometheus.queries == sim.queries
+    assert signal_steps <= prometheus.queries <= signal_steps + EXTRA_READS, prometheus.queries
     expect = world.fleets[name].scenario.expect
     if expect is not None and expect.runbook == runbook:
         assert through_prometheus.verdict["layer"] == expect.layer

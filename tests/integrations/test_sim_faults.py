@@ -22,8 +22,10 @@ from integrations.sim.scenarios import FaultSpec
 from integrations.telemetry import SignalQuery
 
 Sim = Callable[..., tuple[Fleet, SimTelemetry, SimCluster]]
+#: kern.log as rsyslog writes it: RFC 3339 stamp, host, `kernel:`, the dmesg stamp, the text.
 XID_LINE = re.compile(
-    r"^\[ *\d+\.\d{6}\] NVRM: Xid \(PCI:(?P<pci>[0-9a-f]{4}:[0-9a-f]{2}:00)\): "
+    r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00 gpu-node-\d+ kernel: "
+    r"\[ *\d+\.\d{6}\] NVRM: Xid \(PCI:(?P<pci>[0-9a-f]{4}:[0-9a-f]{2}:00)\): "
     r"(?P<code>\d+), "
 )
 

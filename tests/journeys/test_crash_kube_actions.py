@@ -14,9 +14,9 @@ answered with an error (it never lands). Points:
 - the cordon's `spec.unschedulable` PATCH (after the ownership claim was written);
 - the drain's first policy/v1 Eviction POST (after the cordon finished);
 - the cordon's first read of the node: the decision and the resume work have committed, the
-  cordon's ledger claim exists, nothing was written. `approve` sends no request between the
-  commit of the decision and this read (its blast-radius check lists nodes before deciding,
-  and no read names the node), so this is the earliest point after the decision a request
+  cordon's ledger claim exists, nothing was written. Between the commit of the decision and
+  this read `approve` sends one request, the safety check's list of all nodes (before the
+  claim; it names no node), so this is the earliest point after the decision a request
   stall can reach without a hook in production code; the test checks the approval is decided
   and that nothing was written when the kill lands.
 

@@ -117,6 +117,7 @@ class Bot:
                 "GPU_ONCALL_WORK__HEARTBEAT_SECONDS": "0.3",
                 "GPU_ONCALL_WORK__TAKEOVER_SECONDS": "0.5",
                 "USER": "alice",
+                "GPU_ONCALL_IDENTITY__ADMINS": '["cli:alice"]',  # `approve --as` acts for others
                 "PYTHONUNBUFFERED": "1",
             }
         )

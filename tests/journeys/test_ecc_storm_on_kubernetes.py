@@ -112,6 +112,7 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
             )
             env = dict(os.environ) | {
                 "GPU_ONCALL_STORAGE__URL": settings.storage.url,
+                "GPU_ONCALL_IDENTITY__CLI_USER": "alice",  # who `approve --as cli:alice` is
                 "GPU_ONCALL_CLUSTER": "kubernetes",
                 "GPU_ONCALL_TELEMETRY": "prometheus",
                 "GPU_ONCALL_PROMETHEUS__URL": world.prometheus.url,
@@ -267,17 +268,20 @@ def _remediate(rt: Runtime) -> dict[str, Any]:
     return {r["action"]: r for r in outcome.steps["execute"]["results"]}
 
 
-def test_a_protected_node_is_refused_and_nothing_is_written(
+def test_a_protected_node_is_blocked_at_its_claim_and_nothing_is_written(
     api_runtime: tuple[Runtime, FakeKube],
 ) -> None:
     rt, kube = api_runtime
     kube.nodes[NODE]["metadata"]["labels"]["gpu-oncall.io/protected"] = "true"
     results = _remediate(rt)
-    assert results["cordon"]["outcome"] == results["drain"]["outcome"] == "refused"
-    assert "protected (label gpu-oncall.io/protected=true)" in results["cordon"]["detail"]
+    assert results["cordon"]["outcome"] == results["drain"]["outcome"] == "blocked"
+    assert results["cordon"]["blocked_by"] == "protectedNode"  # the safety check, docs/safety.md
+    assert "blocked: gpu-node-03 is protected (label gpu-oncall.io/protected=true)" in (
+        results["cordon"]["detail"]
+    )
     assert writes(kube) == []
-    skipped = [e.summary for e in _events(rt, 1) if e.kind == "action_skipped"]
-    assert any("refused: gpu-node-03 is protected" in s for s in skipped)
+    blocked = [e.summary for e in _events(rt, 1) if e.kind == "action_blocked"]
+    assert any("would cordon gpu-node-03; blocked: gpu-node-03 is protected" in s for s in blocked)
 
 
 def test_a_node_cordoned_by_someone_else_is_refused(

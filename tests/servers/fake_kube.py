@@ -8,6 +8,7 @@ content types with 409 on a stale `metadata.resourceVersion`, pod DELETE, the po
 Eviction subresource (429 "Cannot evict pod as it would violate the pod's disruption budget."
 from a PDB whose disruptionsAllowed, computed like the disruption controller, is 0), pod logs,
 the kubelet node log query through `/api/v1/nodes/N/proxy/logs/`, SelfSubjectAccessReview,
+batch/v1 Jobs with a planned outcome (`plan_jobs`, see `tests.servers.fake_kube_jobs`),
 and 401 / 403 / 404 as Status bodies. Each request is kept in `requests` with its RBAC
 attributes so tests assert on what the API received.
 
@@ -43,6 +44,7 @@ from tests.servers.kube_routes import RequestInfo, Rules, request_info
 
 if TYPE_CHECKING:
     from integrations.sim.fleet import Fleet
+    from tests.servers.fake_kube_jobs import JobPlan
 
 TOKEN = "fake-kube-token"
 JSON = dict[str, Any]
@@ -143,6 +145,11 @@ class FakeKube:
     pdbs: dict[tuple[str, str], JSON] = field(default_factory=dict)
     health_checks: dict[str, JSON] = field(default_factory=dict)
     """NodeHealthChecks by name; while empty the CRD counts as not installed (404)."""
+    jobs: dict[tuple[str, str], JSON] = field(default_factory=dict)
+    """batch/v1 Jobs by (namespace, name); see `tests.servers.fake_kube_jobs`."""
+    job_reads: dict[tuple[str, str], int] = field(default_factory=dict)
+    job_plan: JobPlan | None = None
+    """What created Jobs do (`plan_jobs`); None: they run forever."""
     tls: tuple[Path, Path] | None = None
     """(certificate chain, key): serve HTTPS with them."""
     rules: Rules = field(default_factory=Rules)
@@ -268,6 +275,11 @@ class FakeKube:
             self._store(check)
             self.health_checks[name] = check
         return check
+
+    def plan_jobs(self, plan: JobPlan | None) -> None:
+        """Jobs created from now on finish as `plan` says (None: they never finish)."""
+        with self._lock:
+            self.job_plan = plan
 
     def expire_continue(self, *, times: int = 1) -> None:
         """The next `times` list requests that carry a `continue` token get 410 Gone

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tests.servers import fake_kube_jobs as jobs
 from tests.servers import kube_objects as ko
 from tests.servers.fake_kube import KERNEL_LOG_FILE, PATCH_TYPES, PDB_MESSAGE, _Answer, _fail
 from tests.servers.kube_routes import RequestInfo
@@ -181,10 +182,13 @@ def _pod(fake: FakeKube, namespace: str, name: str) -> JSON:
 
 def list_pods(fake: FakeKube, req: Req) -> tuple[int, Any]:
     namespace, terms = req.namespace, _selector(req.query, ko.POD_SELECTOR_FIELDS)
+    labels = ko.parse_label_selector(req.query.get("labelSelector", ""))
     items = [
         copy.deepcopy(pod)
         for (ns, _), pod in sorted(fake.pods.items())
-        if (not namespace or ns == namespace) and ko.selected(pod, terms)
+        if (not namespace or ns == namespace)
+        and ko.selected(pod, terms)
+        and ko.matches_labels(labels, pod["metadata"]["labels"])
     ]
     return 200, fake.list_page("PodList", items, req.query)
 
@@ -334,4 +338,6 @@ ROUTES: dict[tuple[str, str, str, str, bool], Callable[[FakeKube, Req], tuple[in
     ("", "events", "", "GET", False): list_events,
     ("remediation.medik8s.io", "nodehealthchecks", "", "GET", False): list_health_checks,
     ("authorization.k8s.io", "selfsubjectaccessreviews", "", "POST", False): access_review,
+    ("batch", "jobs", "", "POST", False): jobs.create_job,
+    ("batch", "jobs", "", "GET", True): jobs.get_job,
 }

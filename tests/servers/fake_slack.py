@@ -3,7 +3,8 @@
 `FakeSlack` answers the methods the bot uses as Slack does (auth.test, chat.postMessage,
 chat.update, chat.postEphemeral, files.getUploadURLExternal + the upload URL,
 files.completeUploadExternal, files.info, usergroups.users.list) and the `response_url`s it
-hands out, checks the bot token, and keeps each call with its decoded form or JSON body so tests
+hands out, serves files shared with `share_file` at their `url_private` (bot token only, like
+Slack), checks the bot token, and keeps each call with its decoded form or JSON body so tests
 assert on what Slack received. `wait_for` polls the record (bounded) for calls made by
 background threads.
 """
@@ -59,6 +60,8 @@ class FakeSlack:
     uploads: dict[str, bytes] = field(default_factory=dict)
     socket_url: str | None = None
     """What apps.connections.open hands out (a `FakeSocketMode` URL)."""
+    shared: dict[str, bytes] = field(default_factory=dict)
+    """url_private path -> content of the files `share_file` made."""
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -81,6 +84,20 @@ class FakeSlack:
 
     def response_url(self, name: str) -> str:
         return f"{self.url}/response/{name}"
+
+    def share_file(self, name: str, content: bytes) -> dict[str, Any]:
+        """A Slack file object for `content`, downloadable from its url_private."""
+        file_id = f"F{next(self._files):04d}"
+        path = f"/files-pri/T0001-{file_id}/{name}"
+        self.shared[path] = content
+        return {
+            "id": file_id,
+            "name": name,
+            "size": len(content),
+            "mimetype": "text/plain",
+            "url_private": self.url + path,
+            "url_private_download": self.url + path.replace("/files-pri/", "/files-pri/dl/", 1),
+        }
 
     # -- the record ------------------------------------------------------------------------------
     def record(self, call: Call) -> None:
@@ -146,6 +163,16 @@ def _handler(fake: FakeSlack) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:
             return
+
+        def do_GET(self) -> None:
+            path = self.path.replace("/files-pri/dl/", "/files-pri/", 1)
+            authorized = self.headers.get("Authorization") == f"Bearer {TOKEN}"
+            fake.record(Call("file_download", {"authorized": authorized}, self.path))
+            if path not in fake.shared:
+                return self._send(404, b"not found", "text/plain")
+            if not authorized:  # Slack answers a sign-in page, never the file
+                return self._send(302, b"", "text/html")
+            return self._send(200, fake.shared[path], "application/octet-stream")
 
         def do_POST(self) -> None:
             raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))

@@ -11,7 +11,12 @@ from typing import Any
 
 import yaml
 
-from integrations.k8s import REQUIRED_PERMISSIONS, KubernetesCluster, KubernetesEndpoint
+from integrations.k8s import (
+    JOB_PERMISSIONS,
+    REQUIRED_PERMISSIONS,
+    KubernetesCluster,
+    KubernetesEndpoint,
+)
 from integrations.sim import Fleet
 from integrations.sim.scenarios import parse_scenario
 from tests.servers.fake_kube import FakeKube
@@ -19,6 +24,7 @@ from tests.servers.fake_kube import FakeKube
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 NOW = T0 + timedelta(minutes=5)
 CLUSTERROLE = Path(__file__).parents[2] / "deploy" / "kubernetes" / "base" / "clusterrole.yaml"
+AGENT_RBAC = Path(__file__).parents[2] / "deploy" / "kubernetes" / "node-agent" / "rbac.yaml"
 MIRROR = "kubernetes.io/config.mirror"
 SCENARIO: dict[str, Any] = {
     "apiVersion": "gpu-oncall/v1",
@@ -41,8 +47,10 @@ SCENARIO: dict[str, Any] = {
 
 
 def role_permissions(path: Path = CLUSTERROLE) -> set[tuple[str, str, str, str]]:
-    """(verb, group, resource, subresource) for every rule of the ClusterRole YAML."""
-    role = yaml.safe_load(path.read_text())
+    """(verb, group, resource, subresource) for every rule of the (Cluster)Role YAML (the first
+    Role or ClusterRole document of the file)."""
+    documents = yaml.safe_load_all(path.read_text())
+    role = next(d for d in documents if d and d["kind"] in ("Role", "ClusterRole"))
     granted = set()
     for rule in role["rules"]:
         for group in rule["apiGroups"]:
@@ -54,6 +62,11 @@ def role_permissions(path: Path = CLUSTERROLE) -> set[tuple[str, str, str, str]]
 
 def required_permissions() -> set[tuple[str, str, str, str]]:
     return {(p.verb, p.group, p.resource, p.subresource) for p in REQUIRED_PERMISSIONS}
+
+
+def job_permissions() -> set[tuple[str, str, str, str]]:
+    """What the node agent's Job variant needs in its namespace (the Role in AGENT_RBAC)."""
+    return {(p.verb, p.group, p.resource, p.subresource) for p in JOB_PERMISSIONS}
 
 
 class FakeTimer:

@@ -37,6 +37,10 @@ from storage.db import session_scope
 HISTORY = timedelta(minutes=20)
 HISTORY_STEP = timedelta(seconds=30)
 
+EXTRA_READS = 4
+"""Reads a run adds to one per signal step: the held-gauge check (`changes()` over the XID
+gauge), the detector-liveness read and the evidence snapshot's range reads."""
+
 
 class _Deferred:
     """Answers through an app set after the server is bound (its port labels the history)."""
@@ -222,11 +226,13 @@ def run_both(
     workdir: Path,
     runbook: str,
     inputs: Mapping[str, str],
-) -> tuple[RunOutcome, RunOutcome, PrometheusTelemetry]:
+) -> tuple[RunOutcome, RunOutcome, PrometheusTelemetry, SimTelemetry]:
     """The runbook on fleet `name` through SimTelemetry, then through Prometheus (each on its
-    own database under `workdir`); returns both outcomes and the Prometheus adapter used."""
+    own database under `workdir`); returns both outcomes and both telemetry adapters used (each
+    counts the backend queries it sent)."""
     fleet = world.fleets[name]
     prometheus = world.telemetry(name, catalog)
+    sim = SimTelemetry(fleet, catalog)
     outcomes = [
         run_on(
             Settings(storage=StorageSettings(url=f"sqlite:///{workdir / label}.db")),
@@ -236,6 +242,6 @@ def run_both(
             inputs=inputs,
             catalogs=catalogs,
         )
-        for label, telemetry in (("sim", SimTelemetry(fleet, catalog)), ("prom", prometheus))
+        for label, telemetry in (("sim", sim), ("prom", prometheus))
     ]
-    return outcomes[0], outcomes[1], prometheus
+    return outcomes[0], outcomes[1], prometheus, sim

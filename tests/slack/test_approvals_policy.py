@@ -5,7 +5,8 @@ of an approver user group may approve (membership from usergroups.users.list, ca
 clicks) and a non-member may not; the requester cannot approve a high-risk action; a click after
 expiry takes the rejected branch and says so; a double click executes each action once and the
 second click is told who approved; global dry-run changes nothing and says what it would have
-done; a blast-radius limit refuses with what would have happened and keeps the approval open;
+done; a blast-radius limit lets the approval through and blocks the actions when they are
+claimed, saying what would have happened and why not;
 Reject records who and when; the Dry run button previews without deciding; after a restart a
 click on the old message updates that same message.
 """
@@ -129,20 +130,24 @@ def test_global_dry_run_changes_nothing_and_says_what_it_would_do(start_bot: Sta
     assert "dry run: would drain gpu-node-03" in thread.text
 
 
-def test_blast_radius_limit_refuses_and_keeps_the_approval_open(start_bot: Start) -> None:
+def test_a_blast_radius_limit_blocks_the_approved_action_and_says_why(start_bot: Start) -> None:
     harness = start_bot(max_unhealthy="1")
     ts = _triaged(harness)
     harness.rt.fleet.cordon("gpu-node-10")  # already out of service by someone else
-    name = harness.click("approve", harness.message(ts), user=BOB)
+    harness.click("approve", harness.message(ts), user=BOB)
     harness.settle()
-    text = harness.replies(name)[0].text
-    assert "blast radius: would cordon gpu-node-03, drain gpu-node-03" in text
-    assert "2 of 16 nodes" in text and "already out: gpu-node-10" in text
-    assert harness.rt.fleet.cordon_calls[NODE] == 0
-    assert _pending(harness)
+    assert harness.rt.fleet.cordon_calls[NODE] == 0 and harness.rt.fleet.drain_calls[NODE] == 0
+    (thread,) = harness.thread(ts)
+    pool = "pool NVIDIA-H100-80GB-HBM3"
+    for action in ("cordon", "drain"):
+        assert (
+            f"would {action} gpu-node-03; blocked: 1 of 16 nodes of {pool} already out "
+            "(limit 1 = 1 nodes)"
+        ) in thread.text
     with session_scope(harness.rt.db) as session:
-        notes = [e.summary for e in incident_store.list_events(session, 1) if e.kind == "note"]
-    assert any("Approval by U0BOB refused: blast radius" in n for n in notes)
+        blocked = [e for e in incident_store.list_events(session, 1) if e.kind == "action_blocked"]
+    assert [e.payload["blocked_by"] for e in blocked] == ["maxUnhealthy", "maxUnhealthy"]
+    assert blocked[0].payload["data"]["out_nodes"] == ["gpu-node-10"]
 
 
 def test_reject_records_who_and_when(harness: SlackHarness) -> None:

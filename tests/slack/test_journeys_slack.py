@@ -6,7 +6,7 @@ verdict, evidence, ruled-out layers and buttons; the requester cannot approve th
 drain; another person's approval carries out every action once and the results and the
 verification land in the message's thread. (2) An alert opens an incident whose triage is posted
 to the incident channel; approval mitigates it; the resolved alert resolves it and the message
-shows MTTR. (3) `/gpu postmortem` uploads the Markdown export with files upload v2; `/gpu mttr`
+shows MTTR. (3) `/gpu postmortem` uploads the HTML postmortem with files upload v2; `/gpu mttr`
 answers per runbook; `/gpu ack` acknowledges and the message shows who. In-place updates are
 throttled by `update_interval_seconds`, and the final state is always sent.
 """
@@ -39,7 +39,8 @@ def test_diagnose_approve_act_verify_in_thread(harness: SlackHarness) -> None:
     assert any("DBE rate" in u.text for u in running)
 
     verdict = harness.message(ts)
-    assert "WARNING · INC-1 · node-diagnose · gpu-node-03" in verdict.text
+    # a person's diagnosis takes its severity from the findings (the DBE storm is critical)
+    assert "CRITICAL · INC-1 · node-diagnose · gpu-node-03" in verdict.text
     assert "*Verdict:* `gpu_hardware`" in verdict.text
     assert "gpu-node-03 / GPU 5" in verdict.text
     assert "`gpu.ecc.dbe_rate` =" in verdict.text  # evidence with its value
@@ -121,10 +122,11 @@ def test_postmortem_upload_mttr_and_ack(harness: SlackHarness) -> None:
     mttr = harness.command("mttr 7d", user=ALICE)
     harness.settle()
     (url,) = fake.of("files.getUploadURLExternal")
-    assert url.body["filename"] == "INC-1-postmortem.md"
+    assert url.body["filename"] == "INC-1-postmortem.html"
     (upload,) = fake.of("upload")
     document = fake.uploads[upload.body["file_id"]].decode()
-    assert document.startswith("# INC-1: ecc-storm on gpu-node-03 (critical, resolved)")
+    assert document.startswith("<!DOCTYPE html>")
+    assert "<h1>INC-1: " in document and 'id="timeline-chart"' in document
     assert "approval_granted" in document or "Remediation approved by U0BOB" in document
     (done,) = fake.of("files.completeUploadExternal")
     assert done.body["channel_id"] == OPS

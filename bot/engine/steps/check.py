@@ -10,17 +10,16 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from bot.diagnosis.findings import CheckOutcome, CheckStatus, Culprit, Evidence, Finding
+from bot.diagnosis.findings import CheckOutcome, CheckStatus, Culprit, Finding
 from bot.diagnosis.layers import Layer, Severity
 from bot.engine.expressions import ExpressionError
 from bot.engine.loading import LoadedRunbook
 from bot.engine.schema import Step
 from bot.engine.state import Deps, RunState, step_context
+from bot.engine.steps.citing import cite
 from bot.engine.steps.common import output
 from bot.engine.steps.gather import NodeFn
 from bot.engine.templates import TemplateRenderError
-
-MAX_EVIDENCE = 8
 
 
 def make_check_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
@@ -42,7 +41,7 @@ def make_check_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
             status = CheckStatus.UNKNOWN
         else:
             status = CheckStatus.PASSED
-        finding = _finding(step, loaded, context, steps, reads) if fired else None
+        finding = _finding(step, loaded, context, steps, reads, runtime.context) if fired else None
         outcome = CheckOutcome(
             check_id=step.id,
             layer=Layer(step.layer or "workload"),
@@ -71,26 +70,44 @@ def _finding(
     context: dict[str, Any],
     steps: dict[str, Any],
     reads: list[str],
+    deps: Deps,
 ) -> Finding:
     try:
         summary = loaded.template(step.id, "finding").render(context)
     except TemplateRenderError:
         summary = f"{step.title or step.id}: condition held ({step.check})"
     culprit = {key: _lenient(loaded, step, f"culprit.{key}", context) for key in step.culprit}
-    affected = _node_list(culprit.pop("nodes", None))
+    members = _devices(culprit.pop("gpus", None), kind="gpu") + _devices(
+        culprit.pop("hcas", None), kind="hca"
+    )
+    affected = _node_list(culprit.pop("nodes", None)) or tuple(
+        dict.fromkeys(m.node for m in members if m.node)
+    )
     if affected and "node" not in culprit:
         culprit["node"] = affected[0]
     if "node" not in culprit and "workload" not in culprit:
         culprit["node"] = _default_target(context)
+    named = Culprit(**{k: v for k, v in culprit.items() if v})
+    if members and not (named.gpu or named.hca):  # the first node's own device
+        named = next((m for m in members if m.node == named.node), named)
+    cited = cite(
+        steps, reads, culprit=named, members=members, unit_of=lambda signal: _unit(deps, signal)
+    )
     return Finding(
         check_id=step.id,
         layer=Layer(step.layer or "workload"),
         severity=Severity(step.severity),
         summary=summary,
-        culprit=Culprit(**{k: v for k, v in culprit.items() if v}),
-        evidence=tuple(_evidence(steps, reads)),
+        culprit=named,
+        evidence=cited.rows,
         affected=affected,
+        outlier=cited.outlier,
+        members=members,
     )
+
+
+def _unit(deps: Deps, signal: str) -> str:
+    return deps.signals.get(signal).unit if signal in deps.signals else ""
 
 
 def _node_list(rendered: str | None) -> tuple[str, ...]:
@@ -100,6 +117,19 @@ def _node_list(rendered: str | None) -> tuple[str, ...]:
         return ()
     names = rendered.replace(",", " ").split()
     return tuple(dict.fromkeys(n.strip("[]'\"") for n in names if n.strip("[]'\"")))
+
+
+def _devices(rendered: str | None, *, kind: str) -> tuple[Culprit, ...]:
+    """`culprit.gpus` / `culprit.hcas` render to `node:device` tokens separated by commas or
+    spaces (`gpu-node-05:4`, `gpu-node-03:mlx5_2:1`): each node's own GPU or HCA port, for a
+    finding about devices on many nodes. A node name never holds a colon, so the first one
+    splits the node from the device."""
+    found: dict[tuple[str, str], Culprit] = {}
+    for token in (rendered or "").replace(",", " ").split():
+        node, _, device = token.strip("[]'\"").partition(":")
+        if node and device:
+            found.setdefault((node, device), Culprit(node=node, **{kind: device}))
+    return tuple(found.values())
 
 
 def _lenient(loaded: LoadedRunbook, step: Step, field: str, context: dict[str, Any]) -> str | None:
@@ -113,21 +143,3 @@ def _lenient(loaded: LoadedRunbook, step: Step, field: str, context: dict[str, A
 def _default_target(context: dict[str, Any]) -> str | None:
     value = context.get("node") or context.get("target")
     return str(value) if value else None
-
-
-def _evidence(steps: dict[str, Any], reads: list[str]) -> list[Evidence]:
-    evidence: list[Evidence] = []
-    for name in reads:
-        data = steps.get(name, {})
-        if data.get("kind") == "signal":
-            for sample in data.get("over_zero", [])[:MAX_EVIDENCE]:
-                labels = {k: str(v) for k, v in sample.items() if k not in ("node", "value")}
-                labels["node"] = sample["node"]
-                evidence.append(Evidence(name, data["signal"], sample["value"], labels))
-        elif data.get("kind") == "cluster":
-            for match in data.get("matches", [])[:MAX_EVIDENCE]:
-                evidence.append(Evidence(name, match["signature"], match["line"]))
-            if data.get("read") == "node" and data.get("conditions"):
-                conditions = {k: str(v) for k, v in data["conditions"].items()}
-                evidence.append(Evidence(name, "node.conditions", None, conditions))
-    return evidence[: MAX_EVIDENCE * 2]

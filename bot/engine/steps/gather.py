@@ -31,6 +31,8 @@ from bot.engine.steps.common import (
     step_window,
     target_nodes,
 )
+from bot.engine.steps.freshness import Freshened, drop_held_values, stale_summary
+from bot.engine.steps.log_age import aged_split
 from integrations.errors import TelemetryUnavailable
 from integrations.telemetry import Sample, SignalQuery, SignalResult
 
@@ -73,6 +75,7 @@ def summarize_signal(
         "zero_nodes": sorted({s.node for s in samples if s.value <= 0}),
         "present_nodes": sorted({s.node for s in samples}),
         "sparse_nodes": _sparse_nodes(samples),
+        "gone": _gone(samples),
         "samples": [_sample_dict(s) for s in samples[:MAX_SAMPLES]],
         "missing": missing,
         "missing_nodes": list(result.missing_nodes),
@@ -94,6 +97,21 @@ def _sparse_nodes(samples: list[Sample]) -> list[str]:
         return []
     usual = Counter(per_node.values()).most_common(1)[0][0]
     return sorted(n for n, count in per_node.items() if count < usual)
+
+
+def _gone(samples: list[Sample]) -> list[dict[str, str]]:
+    """On each sparse node, the GPUs (`gpu` label) or HCAs (`device`) the other nodes report
+    and it does not: `[{node, gpu}]` for the GPU that fell off the bus."""
+    sparse = _sparse_nodes(samples)
+    if not sparse:
+        return []
+    key = "gpu" if any("gpu" in s.labels for s in samples) else "device"
+    usual = {s.labels[key] for s in samples if key in s.labels and s.node not in sparse}
+    gone: list[dict[str, str]] = []
+    for node in sparse:
+        present = {s.labels.get(key) for s in samples if s.node == node}
+        gone += [{"node": node, key: v} for v in sorted(usual - present)]
+    return gone[:MAX_SAMPLES]
 
 
 def _outliers(samples: list[Sample], *, ratio: float) -> dict[str, Any]:
@@ -160,9 +178,13 @@ def make_signal_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
             None if fleet_wide(loaded, step, state) else inputs.get("job") or inputs.get("service")
         )
         query = SignalQuery(signal=signal, nodes=tuple(nodes), window=window, workload=workload)
+        held = Freshened(result=SignalResult(signal=signal), stale=(), within="")
         try:
             result = runtime.context.telemetry.read(query)
-            error = backend = None
+            held = drop_held_values(  # a held gauge counts only if it changed (steps.freshness)
+                result, telemetry=runtime.context.telemetry, signals=runtime.context.signals
+            )
+            result, error, backend = held.result, None, None
         except TelemetryUnavailable as exc:
             result = SignalResult(signal=signal, missing_nodes=tuple(nodes), queries=1)
             error = f"telemetry unavailable: {exc}"
@@ -178,6 +200,10 @@ def make_signal_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
             outlier_ratio=float(ratio) if ratio else OUTLIER_RATIO,
             bitmask=spec is not None and spec.unit == "bitmask",
         )
+        summary |= stale_summary(held)
+        if held.stale:  # a held sample is stale, but its GPU is there: not "fallen off the bus"
+            seen = [*result.samples, *held.stale]
+            summary |= {"sparse_nodes": _sparse_nodes(seen), "gone": _gone(seen)}
         return output(step, summary | ({"unavailable": backend} if backend else {}))
 
     return signal_node
@@ -306,8 +332,16 @@ def _classified(deps: Deps, text: str) -> dict[str, Any]:
 
 
 def _read_node_logs(deps: Deps, nodes: list[str], state: RunState) -> dict[str, Any]:
+    """The kernel log's recent lines classified; older fault lines kept as `history`."""
     text = "\n".join(deps.cluster.node_logs(node) for node in nodes)
-    return _classified(deps, text)
+    recent, aged = aged_split(
+        text,
+        now=deps.clock.now(),
+        window=step_window_default(state),
+        lookback=deps.kernel_lookback,
+        catalog=deps.log_catalog,
+    )
+    return _classified(deps, recent) | aged
 
 
 def _read_pod_logs(deps: Deps, nodes: list[str], state: RunState) -> dict[str, Any]:

@@ -4,6 +4,7 @@ labels its source steps gathered."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -16,7 +17,11 @@ from bot.engine.schema import Step, StepKind
 from bot.engine.state import Deps, RunState
 from bot.engine.steps.backends import backend_outcome
 from bot.engine.steps.common import output
+from bot.engine.steps.freshness import held_notes
 from bot.engine.steps.gather import NodeFn
+from bot.engine.steps.liveness import dcgm_signal_names, discount, probe, stuck_notes
+from bot.engine.steps.log_age import history_notes
+from bot.engine.steps.remembering import with_history
 
 
 def make_localize_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
@@ -27,7 +32,10 @@ def make_localize_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
         steps = state.get("steps", {})
         outcomes = [CheckOutcome.from_dict(steps[c]) for c in checks if c in steps]
         unavailable = backend_outcome(steps)  # a backend down: telemetry suspect
-        verdict = localize(outcomes + ([unavailable] if unavailable else []))
+        alive = probe(runtime.context, steps)  # a stuck exporter: its values are the past
+        outcomes = discount(outcomes, alive, dcgm_signals=dcgm_signal_names(runtime.context))
+        extra = [o for o in (unavailable, alive.outcome) if o is not None]
+        verdict = localize(outcomes + extra)
         if spec is not None:
             labels = node_labels(steps[s] for s in spec.sources if s in steps)
             verdict = correlate(
@@ -37,6 +45,9 @@ def make_localize_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
                 min_nodes=spec.min_nodes,
                 min_share=spec.min_share,
             )
+        notes = held_notes(steps) + stuck_notes(alive) + history_notes(steps)  # + old logs
+        verdict = replace(verdict, detectors=notes)
+        verdict = with_history(verdict, runtime.context, incident=state.get("incident"))
         return output(step, verdict.to_dict())
 
     return localize_node

@@ -21,16 +21,20 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from bot.actions.executing import execute_once, idempotency_key
-from bot.actions.policy import Risk, is_expired, needs_approval
+from bot.actions.impact import IMPACT_ACTIONS, JobReadings, read_impact
+from bot.actions.policy import Policy, approvers_of, is_expired, proposals_need_approval
 from bot.actions.registry import ActionContext
 from bot.engine.expressions import ExpressionError
 from bot.engine.loading import LoadedRunbook
+from bot.engine.policies import policy_for
 from bot.engine.schema import Step, StepKind
 from bot.engine.state import Deps, RunState, step_context
 from bot.engine.steps.common import output, parse_duration, step_window
 from bot.engine.steps.gather import NodeFn, summarize_signal
+from bot.engine.steps.reviewing import review
 from bot.engine.templates import TemplateRenderError
-from integrations.errors import TelemetryUnavailable
+from bot.errors import StepError
+from integrations.errors import IntegrationError, TelemetryUnavailable
 from integrations.names import expand_nodes
 from integrations.telemetry import SignalQuery, SignalResult
 
@@ -50,23 +54,61 @@ def make_propose_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
             steps.get(sid, {}).get("layer") == "none" for sid in localizers
         )
         proposals = [] if healthy else _proposals(step, loaded, context, deps)
+        proposals, withheld = review(steps, localizers, proposals, actions=deps.actions)
+        queries = _with_impact(deps, proposals)
         now = deps.clock.now()
-        ttl = deps.policy.approval_ttl
-        risks = [Risk(p["risk"]) for p in proposals]
+        policy = policy_for(deps.policy, loaded)
         return output(
             step,
             {
                 "proposals": proposals,
                 "actions": [p["action"] for p in proposals],
-                "needs_approval": bool(proposals) and needs_approval(deps.policy, risks),
+                "needs_approval": bool(proposals) and proposals_need_approval(policy, proposals),
                 "requested_at": now.isoformat(),
-                "expires_at": (now + ttl).isoformat(),
+                "expires_at": (now + policy.approval_ttl).isoformat(),
+                "policy": _policy_summary(policy, loaded.name),
+                "queries": queries,
                 "dry_run": deps.policy.dry_run,
                 "note": "target is healthy: nothing to do" if healthy else "",
+                "withheld": withheld,
             },
         )
 
     return propose_node
+
+
+def _with_impact(deps: Deps, proposals: list[dict[str, Any]]) -> int:
+    """Give cordon and drain proposals the gang-aware impact of losing their node (advice for
+    the approver; a cluster error is shown as such, never a silent gap); returns the telemetry
+    queries it took (each job's signals are read once)."""
+    readings = JobReadings(deps.telemetry, deps.signals.names())
+    found: dict[str, dict[str, Any]] = {}
+    for proposal in proposals:
+        node = str(proposal["target"])
+        if proposal["action"] not in IMPACT_ACTIONS:
+            continue
+        if node not in found:
+            try:
+                found[node] = read_impact(
+                    cluster=deps.cluster,
+                    readings=readings,
+                    node=node,
+                    pool_label=deps.policy.limits.pool_label,
+                ).to_dict()
+            except IntegrationError as exc:
+                found[node] = {"node": node, "error": f"could not be read: {exc}"}
+        proposal["impact"] = found[node]
+    return readings.queries
+
+
+def _policy_summary(policy: Policy, runbook: str) -> dict[str, Any]:
+    """What the approval message says of the policy: who may approve, the two-person risks,
+    and each override the runbook's YAML made to the settings' defaults."""
+    return {
+        "approvers": sorted(approvers_of(policy, runbook)),
+        "two_person_risks": sorted(r.value for r in policy.two_person_risks),
+        "overrides": list(policy.overrides),
+    }
 
 
 def _proposals(
@@ -79,8 +121,8 @@ def _proposals(
             try:
                 if not loaded.expression(step.id, f"{where}.when").test(context):
                     continue
-            except ExpressionError:
-                continue
+            except ExpressionError as exc:
+                raise step_error(loaded, step, f"{where}.when", exc) from exc
         params: dict[str, Any] = {}
         for key, value in proposal.params.items():
             params[key] = _render_param(loaded, step, f"{where}.params.{key}", value, context)
@@ -104,11 +146,15 @@ def _targets(step: Step, loaded: LoadedRunbook, where: str, context: dict[str, A
     """`targets` (one proposal per rendered item), else `target`, else the run's target."""
     index = int(where.rsplit(".", 1)[1])
     proposal = (step.propose or [])[index]
-    if proposal.targets is not None:
-        rendered = loaded.template(step.id, f"{where}.targets").render(context)
-        return list(dict.fromkeys(t for t in rendered.replace(",", " ").split() if t))
-    if proposal.target is not None:
-        return [loaded.template(step.id, f"{where}.target").render(context).strip()]
+    try:
+        if proposal.targets is not None:
+            rendered = loaded.template(step.id, f"{where}.targets").render(context)
+            return list(dict.fromkeys(t for t in rendered.replace(",", " ").split() if t))
+        if proposal.target is not None:
+            return [loaded.template(step.id, f"{where}.target").render(context).strip()]
+    except TemplateRenderError as exc:
+        field = f"{where}.targets" if proposal.targets is not None else f"{where}.target"
+        raise step_error(loaded, step, field, exc) from exc
     return [str(context.get("target", ""))]
 
 
@@ -119,8 +165,8 @@ def _render_param(
         return value
     try:
         return loaded.template(step.id, field).render(context)
-    except TemplateRenderError:
-        return value
+    except TemplateRenderError as exc:  # never hand the raw template text to an action
+        raise step_error(loaded, step, field, exc) from exc
 
 
 def make_approve_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
@@ -147,6 +193,7 @@ def make_approve_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
             "requested_at": min(p["requested_at"] for p in proposed),
             "expires_at": expires_at,
             "requester": state.get("inputs", {}).get("requester", "bot"),
+            "policy": next((p["policy"] for p in proposed if "policy" in p), {}),
         }
         answer = interrupt(payload)
         return output(step, _decision(answer, expires_at) | {"proposals": proposals})
@@ -235,10 +282,9 @@ def make_verify_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
         acts = [steps.get(a, {}) for a in actors]
         if not acts or any(a.get("skipped") or not a.get("succeeded") for a in acts):
             return output(step, {"status": "skipped", "reason": "no action was carried out"})
-        if spec.when is not None and not loaded.expression(step.id, "verify.when").test(
-            step_context(state)
-        ):
-            return output(step, {"status": "skipped", "reason": f"condition not met: {spec.when}"})
+        if spec.when is not None and not _applies(loaded, step, step_context(state)):
+            reason = f"it checks only when {spec.when}, which does not hold for this incident"
+            return output(step, {"status": "skipped", "reason": reason, "condition": spec.when})
         inputs = state.get("inputs", {})
         workload = inputs.get("job") or inputs.get("service")  # job runbooks verify the job
         target = inputs.get("node") or ("" if workload else state.get("target", ""))
@@ -261,7 +307,7 @@ def make_verify_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
                 result = SignalResult(signal=spec.signal, missing_nodes=tuple(nodes))
             queries += result.queries
             summary = summarize_signal(result, nodes=nodes, window=window)
-            if _holds(expect, summary, step_context(state)):
+            if _holds(loaded, step, expect, summary, step_context(state)):
                 return output(step, _verified("passed", summary, polls, queries, deps))
             due = deps.clock.now() + interval
             if due > deadline or interval <= timedelta(0):
@@ -280,17 +326,33 @@ def make_verify_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
     return verify_node
 
 
-def _holds(expect: Any, summary: dict[str, Any], run: dict[str, Any]) -> bool:
+def _applies(loaded: LoadedRunbook, step: Step, context: dict[str, Any]) -> bool:
+    """Whether the verify step's `when` holds; an expression error fails the step loudly."""
+    try:
+        return loaded.expression(step.id, "verify.when").test(context)
+    except ExpressionError as exc:
+        raise step_error(loaded, step, "verify.when", exc) from exc
+
+
+def _holds(
+    loaded: LoadedRunbook, step: Step, expect: Any, summary: dict[str, Any], run: dict[str, Any]
+) -> bool:
     """`expect` over the fresh reading (`value` = its max, `min`, `median`, ...), which may
     also compare with the run's inputs and earlier steps (e.g. `median >= drop *
-    baseline.median`)."""
+    baseline.median`). No reading is not a pass; an expression that cannot be evaluated is a
+    broken step (StepError), never "verification failed"."""
     if summary.get("missing"):
         return False
     context = run | dict(summary) | {"value": summary.get("max")}
     try:
         return bool(expect.test(context))
-    except ExpressionError:
-        return False
+    except ExpressionError as exc:
+        raise step_error(loaded, step, "verify.expect", exc) from exc
+
+
+def step_error(loaded: LoadedRunbook, step: Step, field: str, exc: Exception) -> StepError:
+    """The loud failure of a step whose expression or template broke at run time."""
+    return StepError(f"could not be evaluated: {exc}", file=loaded.file, step=step.id, field=field)
 
 
 def _verified(

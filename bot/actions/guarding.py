@@ -1,0 +1,165 @@
+"""The one enforcement point of the safety limits: every action, whoever approved it (a person,
+the auto-approve policy, or nobody again because its run was resumed after a crash), is checked
+here immediately before it runs, inside the database transaction that claims it.
+
+`observe` reads the cluster before that transaction opens (a slow API server never holds the
+database lock); `check` then reads the persisted safety state under the limits lock
+(storage/safety.py), counts removals claimed or finished since the cluster was read as out of
+service, asks `limits.evaluate`, and records what a block starts (a tripped breaker, a storm
+cooldown). A blocked action becomes a result: `blocked_by`, the numbers, and one line to read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlmodel import Session
+
+from bot.actions.limits import (
+    EXEMPT,
+    REMOVES_CAPACITY,
+    Blocked,
+    BlockedBy,
+    Breaker,
+    Pause,
+    SafetyLimits,
+    Situation,
+    describe_breaker,
+    evaluate,
+    render_blocked,
+    scopes_of,
+)
+from bot.clock import Clock
+from integrations.cluster import Cluster, NodeInfo
+from integrations.errors import InvalidName, NodeNotFound
+from storage import safety as store
+
+CLOCK_SKEW = timedelta(minutes=1)
+"""Removals finished this long before the cluster was read still count as in flight: another
+replica's clock may lag this one's."""
+
+
+@dataclass(frozen=True)
+class Observation:
+    """The cluster as `observe` read it, and when."""
+
+    nodes: Sequence[NodeInfo]
+    at: datetime
+
+
+class SafetyGuard:
+    """Checks one action against every limit; holds the limits, the cluster and the clock."""
+
+    def __init__(self, *, limits: SafetyLimits, cluster: Cluster, clock: Clock) -> None:
+        self.limits, self.cluster, self.clock = limits, cluster, clock
+
+    def guards(self, action: str) -> bool:
+        """Whether any limit applies to `action` (tickets and silences change nothing)."""
+        return action not in EXEMPT
+
+    def observe(self, *, action: str, target: str, target_kind: str) -> Observation:
+        """Read the nodes the check needs: every node for a capacity removal (pools and
+        domains), the target alone for another node action, none for a workload action.
+        An unknown target is left to the action itself to report."""
+        at = self.clock.now()
+        if action in REMOVES_CAPACITY:
+            return Observation(self.cluster.nodes(), at)
+        if target_kind != "node":
+            return Observation((), at)
+        try:
+            return Observation(self.cluster.nodes([target]), at)
+        except (NodeNotFound, InvalidName):
+            return Observation((), at)
+
+    def check(
+        self,
+        session: Session,
+        *,
+        observed: Observation,
+        action: str,
+        target: str,
+        key: str,
+        at: datetime,
+    ) -> dict[str, Any] | None:
+        """The blocked result of `action` on `target`, or None when it may run. Call inside
+        the claiming transaction, after `storage.safety.lock_limits`."""
+        situation = self.situation(session, observed=observed, target=target, key=key, at=at)
+        blocked = evaluate(self.limits, action=action, target=target, situation=situation, now=at)
+        if blocked is None:
+            return None
+        breaker = situation.breaker
+        if blocked.trips_breaker:
+            row = store.trip_breaker(session, at=at, detail=blocked.reason)
+            breaker = Breaker(True, row.tripped_at, row.trip_detail or "", breaker.removed)
+        if blocked.storm_scope is not None:
+            store.record_storm(session, scope=blocked.storm_scope, at=at, detail=blocked.reason)
+        return blocked_result(self.limits, blocked, action=action, target=target, breaker=breaker)
+
+    def situation(
+        self, session: Session, *, observed: Observation, target: str, key: str, at: datetime
+    ) -> Situation:
+        """What the limits read, from the database (under the lock) and the observation."""
+        limits = self.limits
+        row = store.read_breaker(session)
+        since = at - limits.breaker_window
+        if row.reset_at is not None and row.reset_at > since:
+            since = row.reset_at
+        removals = sorted(REMOVES_CAPACITY)
+        removed = store.removed_targets_since(
+            session, since=since, actions=removals, exclude_key=key
+        )
+        in_flight = store.in_flight_targets(
+            session,
+            actions=removals,
+            at=at,
+            finished_since=observed.at - CLOCK_SKEW,
+            exclude_key=key,
+        )
+        node = next((n for n in observed.nodes if n.name == target), None)
+        storms = store.storms_in(session, scopes_of(limits, node)) if node else []
+        return Situation(
+            nodes=observed.nodes,
+            in_flight=frozenset(in_flight),
+            pauses=tuple(
+                Pause(p.reason, p.requested_by, p.requested_at)
+                for p in store.active_pauses(session)
+            ),
+            breaker=Breaker(
+                row.state == "open", row.tripped_at, row.trip_detail or "", frozenset(removed)
+            ),
+            actions_last_hour=store.count_actions_since(
+                session, since=at - timedelta(hours=1), exempt=sorted(EXEMPT), exclude_key=key
+            ),
+            storms=tuple((s.scope, s.last_blocked_at) for s in storms),
+        )
+
+
+def blocked_result(
+    limits: SafetyLimits, blocked: Blocked, *, action: str, target: str, breaker: Breaker
+) -> dict[str, Any]:
+    """The result recorded on a blocked action (docs/safety.md, "Reading a blocked action")."""
+    state = describe_breaker(limits, breaker)
+    return {
+        "outcome": "blocked",
+        "detail": render_blocked(blocked, action=action, target=target, breaker=state),
+        "blocked_by": blocked.blocked_by.value,
+        "data": {
+            "blocked_by": blocked.blocked_by.value,
+            "reason": blocked.reason,
+            **blocked.numbers,
+            "breaker": {
+                "state": "open" if breaker.open else "closed",
+                "removals": len(breaker.removed),
+                "threshold": limits.breaker_threshold,
+                "window_seconds": limits.breaker_window.total_seconds(),
+            },
+        },
+        "action": action,
+        "target": target,
+    }
+
+
+__all__ = ["BlockedBy", "Observation", "SafetyGuard", "blocked_result"]

@@ -1,0 +1,225 @@
+"""Chart geometry for the HTML postmortem: the timeline swimlanes and the key metric chart on one
+shared time axis (pure: numbers in, coordinates out; `templates/postmortem.html.j2` draws them).
+
+Both charts map time with the same `TimeAxis`, so a marker (fired, detected, ...) sits at the
+same x in both. Nothing here knows HTML; everything is plain frozen data.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from bot.incidents.story import SnapshotView
+from bot.incidents.timeline import is_human_actor
+from bot.incidents.views import EventView, IncidentView
+
+WIDTH = 960
+LEFT = 120  # room for lane and value labels
+RIGHT = 24
+LANE_HEIGHT = 34
+TOP = 34  # room for marker labels
+METRIC_HEIGHT = 220
+LANES = ("alert", "bot", "humans", "actions")
+MARKERS = (
+    ("fired", "fired_at"),
+    ("detected", "detected_at"),
+    ("diagnosed", "diagnosed_at"),
+    ("acknowledged", "acknowledged_at"),
+    ("mitigated", "mitigated_at"),
+    ("resolved", "resolved_at"),
+)
+_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
+
+
+@dataclass(frozen=True)
+class TimeAxis:
+    start: datetime
+    end: datetime
+
+    def x(self, at: datetime) -> float:
+        span = (self.end - self.start).total_seconds() or 1.0
+        share = (at - self.start).total_seconds() / span
+        return round(LEFT + max(0.0, min(1.0, share)) * (WIDTH - LEFT - RIGHT), 1)
+
+    def ticks(self, count: int = 6) -> list[tuple[float, str]]:
+        """Round tick times (x, HH:MM[:SS] UTC) across the axis."""
+        span = (self.end - self.start).total_seconds()
+        step = next((s for s in _STEPS if span / s <= count), _STEPS[-1])
+        first = math.ceil(self.start.timestamp() / step) * step
+        fmt = "%H:%M:%S" if step < 60 else "%H:%M"
+        out = []
+        t = first
+        while t <= self.end.timestamp():
+            at = datetime.fromtimestamp(t, tz=UTC)
+            out.append((self.x(at), at.strftime(fmt)))
+            t += step
+        return out
+
+
+@dataclass(frozen=True)
+class Marker:
+    name: str  # fired | detected | ... | onset
+    at: datetime
+    x: float
+    label: str
+
+
+@dataclass(frozen=True)
+class Dot:
+    lane: str
+    x: float
+    y: float
+    kind: str
+    pinned: bool
+    title: str
+
+
+@dataclass(frozen=True)
+class TimelineChart:
+    height: int
+    lanes: tuple[tuple[str, float], ...]  # (name, y of the lane's centre)
+    dots: tuple[Dot, ...]
+    markers: tuple[Marker, ...]
+    ticks: tuple[tuple[float, str], ...]
+
+
+@dataclass(frozen=True)
+class Line:
+    name: str
+    node: str
+    role: str
+    points: str  # the SVG polyline `points` attribute
+    last: float
+
+
+@dataclass(frozen=True)
+class MetricChart:
+    signal: str
+    height: int
+    lines: tuple[Line, ...]
+    markers: tuple[Marker, ...]
+    ticks: tuple[tuple[float, str], ...]
+    y_ticks: tuple[tuple[float, str], ...]
+    top: float
+    bottom: float
+
+
+def make_axis(
+    incident: IncidentView, events: Sequence[EventView], snapshot: SnapshotView | None
+) -> TimeAxis:
+    """From the earliest to the latest of: the events, the incident's timestamps and the
+    snapshot's range, with 2% padding either side."""
+    times = [e.at for e in events] + [t for t in incident.timestamps().values() if t]
+    times.append(incident.created_at)
+    if snapshot is not None:
+        times += [snapshot.start, snapshot.end]
+    start, end = min(times), max(times)
+    if end - start < timedelta(minutes=1):
+        end = start + timedelta(minutes=1)
+    pad = (end - start) * 0.02
+    return TimeAxis(start=start - pad, end=end + pad)
+
+
+def lane_of(event: EventView) -> str:
+    """Which swimlane an event belongs to."""
+    if event.kind.startswith("alert_") or event.actor == "alertmanager":
+        return "alert"
+    if event.kind.startswith(("action_", "verification_")):
+        return "actions"
+    if is_human_actor(event.actor):
+        return "humans"
+    return "bot"
+
+
+def incident_markers(incident: IncidentView, axis: TimeAxis) -> list[Marker]:
+    stamps = incident.timestamps()
+    return [
+        Marker(name, at, axis.x(at), f"{name} {at:%H:%M:%S}")
+        for name, field in MARKERS
+        if (at := stamps[field]) is not None
+    ]
+
+
+def timeline_chart(
+    incident: IncidentView, events: Sequence[EventView], axis: TimeAxis
+) -> TimelineChart:
+    lanes = tuple((name, TOP + LANE_HEIGHT * (i + 0.5)) for i, name in enumerate(LANES))
+    y_of = dict(lanes)
+    dots = tuple(
+        Dot(
+            lane=lane,
+            x=axis.x(e.at),
+            y=y_of[lane],
+            kind=e.kind,
+            pinned=e.pinned,
+            title=f"{e.at:%H:%M:%S} {e.actor}: {e.summary}",
+        )
+        for e in events
+        for lane in [lane_of(e)]
+    )
+    return TimelineChart(
+        height=TOP + LANE_HEIGHT * len(LANES) + 24,
+        lanes=lanes,
+        dots=dots,
+        markers=tuple(incident_markers(incident, axis)),
+        ticks=tuple(axis.ticks()),
+    )
+
+
+def metric_chart(
+    incident: IncidentView, snapshot: SnapshotView, axis: TimeAxis
+) -> MetricChart | None:
+    """The snapshot's series as polylines, the onset and the incident's markers; None when the
+    snapshot holds no points."""
+    values = [v for s in snapshot.series for _, v in s.points]
+    if not values:
+        return None
+    low, high = min(min(values), 0.0), max(values)
+    if high == low:
+        high = low + 1.0
+    top, bottom = float(TOP), float(TOP + METRIC_HEIGHT)
+
+    def y(value: float) -> float:
+        return round(bottom - (value - low) / (high - low) * (bottom - top), 1)
+
+    lines = tuple(
+        Line(
+            name=s.name,
+            node=s.node,
+            role=s.role,
+            points=" ".join(f"{axis.x(at)},{y(v)}" for at, v in s.points),
+            last=s.points[-1][1],
+        )
+        for s in sorted(snapshot.series, key=lambda s: s.role != "peer")  # culprit on top
+        if s.points
+    )
+    markers = incident_markers(incident, axis)
+    if snapshot.onset_at is not None:
+        at = snapshot.onset_at
+        markers.append(Marker("onset", at, axis.x(at), f"fault onset {at:%H:%M:%S}"))
+    y_ticks = tuple((y(v), f"{v:g}") for v in _nice_values(low, high))
+    return MetricChart(
+        signal=snapshot.signal,
+        height=int(bottom) + 24,
+        lines=lines,
+        markers=tuple(markers),
+        ticks=tuple(axis.ticks()),
+        y_ticks=y_ticks,
+        top=top,
+        bottom=bottom,
+    )
+
+
+def _nice_values(low: float, high: float, count: int = 4) -> list[float]:
+    raw = (high - low) / count
+    magnitude = 10 ** math.floor(math.log10(raw)) if raw > 0 else 1.0
+    step = next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
+    first = math.ceil(low / step) * step
+    out, v = [], first
+    while v <= high + 1e-9:
+        out.append(round(v, 10))
+        v += step
+    return out

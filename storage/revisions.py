@@ -1,0 +1,49 @@
+"""Whether a database is already at this release's schema revision, answered without importing
+Alembic: one `SELECT` of `alembic_version` against the head read from the revision files.
+
+Every command that opens the database asks this first (`db.create_schema`); only a database
+that is not current (new, older, or unreadable here) pays for Alembic (storage/migrating.py).
+The head is the revision no other revision names as its `down_revision` (Alembic's rule);
+files it cannot read make the answer "not current", so Alembic decides.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from pathlib import Path
+
+from sqlalchemy import exc, text
+from sqlalchemy.engine import Engine
+
+VERSIONS_DIR = Path(__file__).resolve().parent / "migrations" / "versions"
+_FIELD = re.compile(r"^(revision|down_revision)\s*(?::[^=]*)?=\s*['\"]?([\w]+)['\"]?", re.M)
+
+
+@cache
+def known_head() -> str | None:
+    """The newest revision among the files (None when there is not exactly one head)."""
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    for path in VERSIONS_DIR.glob("*.py"):
+        fields = dict(_FIELD.findall(path.read_text(encoding="utf-8")))
+        if "revision" in fields:
+            revisions.add(fields["revision"])
+        if fields.get("down_revision", "None") != "None":
+            parents.add(fields["down_revision"])
+    heads = revisions - parents
+    return next(iter(heads)) if len(heads) == 1 else None
+
+
+def schema_is_current(engine: Engine) -> bool:
+    """True when the database's `alembic_version` is this release's head. Any failure (no such
+    table, no database yet) is "no": the caller then runs the full Alembic path."""
+    head = known_head()
+    if head is None:
+        return False
+    try:
+        with engine.connect() as connection:
+            rows = connection.execute(text("SELECT version_num FROM alembic_version")).all()
+    except exc.SQLAlchemyError:
+        return False
+    return [row[0] for row in rows] == [head]

@@ -1,0 +1,105 @@
+"""Who approves on the command line is who they are; refusals exit 2.
+
+Covers, as real subprocesses on a temporary database: the CLI acts as the operating-system user
+(or `identity.cli_user`); `approve --as` by someone without the admin role is refused with exit 2
+and the approval stays pending; an admin's `--as` is recorded as "cli:alice as cli:bob (admin)"
+and still meets the two-person rule; `diagnose --yes` whose approval the two-person rule refuses
+exits 2 and says so; a refused `approve` (not an approver) exits 2 with one line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from integrations.sim import SCENARIO_DIR
+
+SCENARIO = str(Path(SCENARIO_DIR) / "ecc-dbe-storm.yaml")
+
+
+def cli(
+    tmp_path: Path, *args: str, user: str = "alice", **env: str
+) -> subprocess.CompletedProcess[str]:
+    environ = dict(os.environ)
+    environ["GPU_ONCALL_STORAGE__URL"] = f"sqlite:///{tmp_path / 'oncall.db'}"
+    environ["USER"] = environ["LOGNAME"] = user
+    environ.pop("GPU_ONCALL_IDENTITY__CLI_USER", None)
+    environ.update(env)
+    return subprocess.run(
+        [sys.executable, "-m", "bot.cli", *args],
+        cwd=tmp_path,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def waiting_demo(tmp_path: Path) -> None:
+    """The demo's alert run waits at its approval (requested by alertmanager)."""
+    stopped = cli(tmp_path, "demo")
+    assert stopped.returncode == 0, stopped.stderr
+    assert "the run waits, checkpointed" in stopped.stdout
+
+
+def incident_state(tmp_path: Path) -> str:
+    listed = json.loads(cli(tmp_path, "incidents", "--json").stdout)
+    return str(listed[0]["state"])
+
+
+def timeline(tmp_path: Path) -> str:
+    return cli(tmp_path, "postmortem", "INC-1", "--format", "md").stdout
+
+
+def test_as_without_the_admin_role_is_refused_and_the_approval_stays(tmp_path: Path) -> None:
+    waiting_demo(tmp_path)
+    refused = cli(tmp_path, "approve", "INC-1", "--as", "cli:bob")
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines() == [
+        "gpu-oncall: refused: cli:alice may not act as cli:bob: --as needs the admin role "
+        "(GPU_ONCALL_IDENTITY__ADMINS; admins: none configured); approve as yourself instead"
+    ]
+    assert incident_state(tmp_path) == "awaiting_approval"
+
+
+def test_an_admin_acting_for_someone_is_recorded_as_such(tmp_path: Path) -> None:
+    waiting_demo(tmp_path)
+    done = cli(
+        tmp_path, "approve", "INC-1", "--as", "bob", GPU_ONCALL_IDENTITY__ADMINS='["cli:alice"]'
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Remediation approved by cli:alice as cli:bob (admin)" in timeline(tmp_path)
+
+
+def test_the_configured_identity_replaces_the_os_user(tmp_path: Path) -> None:
+    waiting_demo(tmp_path)
+    done = cli(tmp_path, "approve", "INC-1", GPU_ONCALL_IDENTITY__CLI_USER="oncall-carol")
+    assert done.returncode == 0, done.stderr
+    assert "Remediation approved by cli:oncall-carol" in timeline(tmp_path)
+
+
+def test_a_refused_approve_exits_2(tmp_path: Path) -> None:
+    waiting_demo(tmp_path)
+    refused = cli(tmp_path, "approve", "INC-1", GPU_ONCALL_POLICY__APPROVERS='["cli:bob"]')
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines() == [
+        "gpu-oncall: refused: cli:alice is not an approver (approvers: cli:bob); "
+        "ask one of them to approve"
+    ]
+
+
+def test_diagnose_yes_refused_by_the_two_person_rule_exits_2(tmp_path: Path) -> None:
+    done = cli(tmp_path, "diagnose", "gpu-node-03", "--scenario", SCENARIO, "--yes")
+    assert done.returncode == 2
+    assert "--yes: approving as cli:alice" in done.stdout
+    assert "The approval stays pending: an approver runs gpu-oncall approve INC-1" in done.stdout
+    assert done.stderr.strip().splitlines() == [
+        "gpu-oncall: refused: two-person rule: cli:alice requested this high-risk action and "
+        "cannot also approve it; ask another approver"
+    ]
+    # another person then approves it
+    approved = cli(tmp_path, "approve", "INC-1", user="bob")
+    assert approved.returncode == 0, approved.stderr

@@ -1,0 +1,131 @@
+"""An incident is mitigated only when a verification passes.
+
+Covers: actions that succeeded with a passing verification stamp `mitigated_at`; a skipped
+verification (its `when` does not hold), a failed one, and a runbook without one all leave the
+incident in `monitoring`, unmitigated and unresolved, with the reason in plain words on the
+timeline; a skipped verification is itself on the timeline, saying why it did not run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.config import Settings
+from bot.engine.loading import parse_runbook
+from bot.incidents.timeline import EventKind
+from bot.wiring import Runtime, open_runtime
+from storage import incidents as incident_store
+from storage.db import session_scope
+
+NODE = "gpu-node-03"
+
+
+@pytest.fixture
+def rt(settings: Settings, scenario_dir: Path) -> Iterator[Runtime]:
+    with open_runtime(settings, scenario_path=scenario_dir / "ecc-dbe-storm.yaml", fresh=True) as r:
+        yield r
+
+
+def run(rt: Runtime, verify: dict[str, Any] | None) -> tuple[str, Any, list[Any]]:
+    """A cordon the runbook auto-approves, then `verify`; the incident's state, its
+    `mitigated_at` and its timeline."""
+    steps: list[dict[str, Any]] = [
+        {"id": "dbe", "signal": "gpu.ecc.dbe_rate"},
+        {
+            "id": "storm",
+            "check": "dbe.max > 0.0",
+            "layer": "gpu_hardware",
+            "severity": "critical",
+            "finding": "ECC errors on {{ node }}",
+            "culprit": {"node": "{{ node }}"},
+        },
+        {"id": "where", "localize": {}},
+        {"id": "fix", "propose": [{"action": "cordon", "reason": "keep new work off"}]},
+        {"id": "approval", "approve": {}},
+        {"id": "execute", "act": {}},
+    ]
+    if verify is not None:
+        steps.append({"id": "confirm", "title": "Verify the DBE rate", "verify": verify})
+    raw = {
+        "apiVersion": "gpu-oncall/v1",
+        "kind": "Runbook",
+        "metadata": {"name": "verify-cordon"},
+        "inputs": {"node": {"type": "node", "required": True}},
+        "policy": {"auto_approve": [{"action": "cordon"}]},
+        "steps": steps,
+    }
+    loaded = parse_runbook(
+        raw,
+        file="tests/verify.yaml",
+        signals=rt.deps.signals.names(),
+        actions=rt.deps.actions.names(),
+    )
+    incident_id, _ = rt.engine.open_incident(loaded, {"node": NODE}, actor="cli:dave")
+    outcome = rt.engine.start(
+        loaded, inputs={"node": NODE}, incident_id=incident_id, requester="cli:dave"
+    )
+    assert outcome.steps["execute"]["succeeded"] is True
+    with session_scope(rt.db) as session:
+        incident = incident_store.get_incident(session, incident_id)
+        assert incident is not None
+        events = incident_store.list_events(session, incident_id)
+        return incident.state, incident.mitigated_at, events
+
+
+def reasons(events: list[Any]) -> list[str]:
+    return [e.summary for e in events if e.kind == EventKind.STATE_CHANGED]
+
+
+def test_a_passing_verification_mitigates(rt: Runtime) -> None:
+    state, mitigated_at, events = run(
+        rt, {"signal": "gpu.ecc.dbe_rate", "expect": "value >= 0.0", "within": "3m"}
+    )
+    assert mitigated_at is not None
+    assert state == "resolved"  # no alert fires for a person's run: verified is resolved
+    assert "mitigating → monitoring: actions carried out and verified" in reasons(events)
+
+
+def test_a_skipped_verification_leaves_the_incident_unmitigated_in_monitoring(
+    rt: Runtime,
+) -> None:
+    state, mitigated_at, events = run(
+        rt,
+        {
+            "signal": "gpu.ecc.dbe_rate",
+            "expect": "value == 0.0",
+            "within": "3m",
+            "when": "where.layer == 'fabric'",
+        },
+    )
+    assert (state, mitigated_at) == ("monitoring", None)
+    assert reasons(events)[-1] == (
+        "mitigating → monitoring: not mitigated: nothing confirmed the fix (it checks only when "
+        "where.layer == 'fabric', which does not hold for this incident); the incident stays in "
+        "monitoring until a person checks and resolves it"
+    )
+    assert any(
+        e.summary.startswith("Verify the DBE rate: not run (it checks only when") for e in events
+    )
+
+
+def test_a_failed_verification_leaves_the_incident_unmitigated_in_monitoring(
+    rt: Runtime,
+) -> None:
+    state, mitigated_at, events = run(
+        rt, {"signal": "gpu.ecc.dbe_rate", "expect": "value < 0.0", "within": "2m"}
+    )
+    assert (state, mitigated_at) == ("monitoring", None)
+    last = reasons(events)[-1]
+    assert last.startswith("mitigating → monitoring: not mitigated: verification failed (")
+    assert "gpu.ecc.dbe_rate still read" in last
+    assert any(e.kind == EventKind.VERIFICATION_FAILED for e in events)
+
+
+def test_a_runbook_without_verification_does_not_claim_mitigation(rt: Runtime) -> None:
+    state, mitigated_at, events = run(rt, None)
+    assert (state, mitigated_at) == ("monitoring", None)
+    assert "the runbook has no verification step" in reasons(events)[-1]

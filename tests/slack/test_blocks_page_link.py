@@ -1,0 +1,51 @@
+"""The incident page link in Slack messages (`pages.base_url`).
+
+Covers: with a page URL (`base_url` + `/incidents/INC-N`, a trailing slash ignored) the triage
+message's pointer links the incident's page; without one the pointer is unchanged; the postmortem
+upload's comment names the live page only when there is one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from bot.config import PagesSettings
+from bot.incidents.views import IncidentView
+from bot.slack import messages
+from bot.slack.blocks import TriageView, triage_blocks
+
+URL = "https://oncall.example.com/incidents/INC-7"
+
+
+def view() -> TriageView:
+    incident = IncidentView(
+        id=7,
+        runbook="ecc-storm",
+        target="gpu-node-03",
+        target_kind="node",
+        severity="critical",
+        title="ECC storm",
+        state="triaging",
+        created_at=datetime(2026, 3, 1, tzinfo=UTC),
+    )
+    return TriageView(incident=incident, runbook_title="ECC storm", requester="alertmanager")
+
+
+def texts(blocks: list[dict[str, object]]) -> str:
+    return repr(blocks)
+
+
+def test_the_triage_message_links_the_incident_page_when_configured() -> None:
+    url = PagesSettings(base_url="https://oncall.example.com/").incident_url("INC-7")
+    assert url == URL
+    linked = triage_blocks(replace(view(), page_url=url))
+    assert f"<{URL}|INC-7 page>" in texts(linked)
+    plain = triage_blocks(view())
+    assert "oncall.example.com" not in texts(plain)
+    assert PagesSettings().incident_url("INC-7") is None
+
+
+def test_the_postmortem_comment_names_the_live_page_only_when_there_is_one() -> None:
+    assert f"<{URL}|INC-7>" in messages.postmortem_comment("INC-7", "ECC storm", url=URL)
+    assert "live page" not in messages.postmortem_comment("INC-7", "ECC storm")
