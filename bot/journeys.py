@@ -207,6 +207,9 @@ def print_incident(rt: Runtime, term: Terminal, incident_id: int, *, timeline: b
     for definition in DEFINITIONS:
         value = getattr(figures, definition.name)
         term.line(f"  {definition.label:<18} {format_duration(value):>10}   ({definition.formula})")
+    url = rt.settings.pages.incident_url(view.ref)
+    if url is not None:
+        term.line(f"  page: {url}")
 
 
 def write_html_postmortem(rt: Runtime, term: Terminal, incident_id: int) -> Path:

@@ -25,7 +25,7 @@ from bot.actions.coexistence import Markers
 from bot.actions.executing import ActionLedger
 from bot.actions.guarding import SafetyGuard
 from bot.actions.ledger import SqlActionLedger
-from bot.actions.policy import Limits, Policy, Risk
+from bot.actions.policy import Policy, Risk
 from bot.actions.registry import ActionRegistry, default_registry
 from bot.clock import Clock, SystemClock
 from bot.config import Settings
@@ -91,11 +91,6 @@ def make_policy(settings: Settings) -> Policy:
         approval_ttl=timedelta(minutes=p.approval_ttl_minutes),
         dry_run=p.dry_run,
         runbook_approvers={name: frozenset(ids) for name, ids in p.runbook_approvers.items()},
-        limits=Limits(
-            max_unhealthy=p.max_unhealthy,
-            max_gpus_removed=p.max_gpus_removed,
-            pool_label=p.pool_label,
-        ),
     )
 
 
@@ -219,6 +214,7 @@ def open_runtime(
             silences=silences,
             history=StoredGpuHistory(db),
             kernel_lookback=timedelta(hours=settings.evidence.kernel_log_lookback_hours),
+            pool_label=settings.policy.pool_label,
         )
         leases = LeaseKeeper.configured(db, settings.work)
         engine = RunEngine(

@@ -16,9 +16,10 @@ from sqlalchemy import Integer, String, TextualSelect, bindparam, column, text, 
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, col, select
 
+from storage.columns import UTCDateTime
 from storage.db import insert_unique
 from storage.errors import RecordNotFoundError
-from storage.tables import ReceivedAlert, UTCDateTime
+from storage.tables import ReceivedAlert
 
 
 def get_alert(

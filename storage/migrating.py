@@ -27,6 +27,7 @@ from sqlmodel import SQLModel
 from sqlmodel.sql.sqltypes import AutoString
 
 from storage import tables as _tables  # noqa: F401  (registers the tables on SQLModel.metadata)
+from storage.columns import UTCDateTime
 from storage.errors import SchemaOutOfDateError
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
@@ -102,7 +103,7 @@ def render_item(type_: str, obj: Any, autogen_context: AutogenContext) -> str | 
     revision never changes when the models' Python classes do."""
     if type_ == "type" and isinstance(obj, AutoString):
         return "sa.String()"
-    if type_ == "type" and isinstance(obj, _tables.UTCDateTime):
+    if type_ == "type" and isinstance(obj, UTCDateTime):
         return "sa.DateTime(timezone=True)"
     return False
 

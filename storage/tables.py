@@ -10,44 +10,18 @@ JSON columns hold plain data only (dicts/lists of str, int, float, bool, None).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Column, DateTime, Index, UniqueConstraint, text
-from sqlalchemy.engine import Dialect
-from sqlalchemy.types import TypeDecorator
+from sqlalchemy import JSON, BigInteger, Column, Index, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
-from storage.errors import NaiveDatetimeError
+from storage.columns import UTCDateTime
 
 OPEN_INCIDENT_PREDICATE = "state NOT IN ('resolved', 'failed')"
 """An incident blocks its (runbook, target) group key until it is resolved or has failed: a
 failed incident (its run could not start or crashed for good) never swallows the next alert
 about the same target, which opens a fresh incident and a fresh run."""
-
-
-class UTCDateTime(TypeDecorator[datetime]):
-    """A datetime column that only accepts aware datetimes and always returns aware UTC.
-
-    SQLite has no timezone type and hands back naive values: they are stored as UTC wall time
-    and re-labelled UTC on read. PostgreSQL stores `timestamptz`; values are normalised to UTC.
-    """
-
-    impl = DateTime(timezone=True)
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None or value.utcoffset() is None:
-            raise NaiveDatetimeError(value)
-        value = value.astimezone(UTC)
-        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
-
-    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def _at(*, nullable: bool = False, index: bool = False) -> Any:

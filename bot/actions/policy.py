@@ -1,5 +1,6 @@
-"""Approval policy: who may approve, the two-person rule, expiry, global dry-run and the
-blast-radius limits. Pure.
+"""Approval policy: who may approve, the two-person rule, expiry and global dry-run. Pure.
+The safety limits (blast radius, rate, breaker, pauses) are checked when an action runs, not
+here: bot/actions/limits.py.
 
 Settings give the defaults; a runbook may have its own approvers. A refusal raises PolicyDenied
 with a reason fit to show the person who clicked or typed.
@@ -7,12 +8,11 @@ with a reason fit to show the person who clicked or typed.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any
 
 from bot.errors import PolicyDenied
 
@@ -23,19 +23,6 @@ class Risk(StrEnum):
     LOW = "low"
     MEDIUM = "medium"
     HIGH = "high"
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Blast-radius limits per pool of like nodes, on by default (medik8s `maxUnhealthy`).
-
-    A limit is a count (`"4"`) or a share of the pool (`"25%"`, rounded up so a pool can always
-    lose one node); `"100%"` turns it off. Nodes already cordoned or NotReady count as removed.
-    """
-
-    max_unhealthy: str = "25%"
-    max_gpus_removed: str = "25%"
-    pool_label: str = "nvidia.com/gpu.product"
 
 
 @dataclass(frozen=True)
@@ -51,8 +38,6 @@ class Policy:
     """Global dry-run: actions say what they would do and change nothing."""
     runbook_approvers: Mapping[str, frozenset[str]] = field(default_factory=dict)
     """Runbook name -> who may approve its actions, instead of `approvers`."""
-    limits: Limits = field(default_factory=Limits)
-    """Blast-radius limits, checked before an approval is accepted."""
     approval_risks: frozenset[Risk] | None = None
     """Risk levels that need approval (a runbook's `policy.approval_risks`); None: every risk
     not in `auto_approve_risks`."""
@@ -198,81 +183,3 @@ def check_approver(
 
 def is_expired(expires_at: datetime, now: datetime) -> bool:
     return now >= expires_at
-
-
-# -- blast radius ---------------------------------------------------------------------------------
-
-REMOVES_CAPACITY = frozenset({"cordon", "drain", "reboot", "gpu_reset"})
-"""Actions that take a node's GPUs out of service; the blast-radius limits count these."""
-
-
-class NodeLike(Protocol):
-    """What the limits read of a node (the shape of `integrations.cluster.NodeInfo`)."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def ready(self) -> bool: ...
-    @property
-    def unschedulable(self) -> bool: ...
-    @property
-    def labels(self) -> dict[str, str]: ...
-    @property
-    def gpu_capacity(self) -> int: ...
-
-
-def limit_of(limit: str, total: int) -> int:
-    """The number a limit allows out of `total`: `"4"` -> 4, `"25%"` of 16 -> 4 (rounded up)."""
-    text = limit.strip()
-    try:
-        if text.endswith("%"):
-            share = float(text[:-1])
-            if not 0 <= share <= 100:
-                raise ValueError(text)
-            return math.ceil(total * share / 100)
-        count = int(text)
-    except ValueError:
-        raise PolicyDenied(f"limit '{limit}' is neither a count (4) nor a share (25%)") from None
-    if count < 0:
-        raise PolicyDenied(f"limit '{limit}' is negative")
-    return count
-
-
-def check_blast_radius(
-    limits: Limits, *, proposals: Sequence[Mapping[str, Any]], nodes: Sequence[NodeLike]
-) -> None:
-    """Raise PolicyDenied if carrying out `proposals` would take too much of a pool out of service.
-
-    The message says what would have been done and why not, and how to fix it.
-    """
-    removing = {str(p["target"]) for p in proposals if p.get("action") in REMOVES_CAPACITY}
-    by_name = {node.name: node for node in nodes}
-    for pool in sorted({_pool(by_name[n], limits) for n in removing if n in by_name}):
-        members = [node for node in nodes if _pool(node, limits) == pool]
-        out = {n.name for n in members if n.unschedulable or not n.ready}
-        after = out | (removing & {n.name for n in members})
-        nodes_allowed = limit_of(limits.max_unhealthy, len(members))
-        total_gpus = sum(n.gpu_capacity for n in members)
-        gpus_after = sum(by_name[name].gpu_capacity for name in after)
-        gpus_allowed = limit_of(limits.max_gpus_removed, total_gpus)
-        if len(after) > nodes_allowed:
-            what = f"{len(after)} of {len(members)} nodes"
-            limit = f"max_unhealthy {limits.max_unhealthy} = {nodes_allowed} nodes"
-        elif gpus_after > gpus_allowed:
-            what = f"{gpus_after} of {total_gpus} GPUs"
-            limit = f"max_gpus_removed {limits.max_gpus_removed} = {gpus_allowed} GPUs"
-        else:
-            continue
-        would = ", ".join(
-            f"{p['action']} {p['target']}" for p in proposals if p.get("action") in REMOVES_CAPACITY
-        )
-        already = ", ".join(sorted(out)) or "none"
-        raise PolicyDenied(
-            f"blast radius: would {would}, but then {what} in pool '{pool}' would be out of "
-            f"service ({limit}; already out: {already}). Return repaired nodes to service or "
-            "raise the limit (GPU_ONCALL_POLICY__MAX_UNHEALTHY / __MAX_GPUS_REMOVED)"
-        )
-
-
-def _pool(node: NodeLike, limits: Limits) -> str:
-    return node.labels.get(limits.pool_label, "(unlabelled)")

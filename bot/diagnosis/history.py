@@ -24,6 +24,9 @@ from bot.diagnosis.localizing import Verdict
 
 #: How far back a GPU's history counts towards the ladder.
 WINDOW = timedelta(days=30)
+#: Findings of another incident closer to now than this are the same episode (two alerts, or an
+#: alert and a person's diagnose, about one storm), not a recurrence.
+EPISODE = timedelta(hours=1)
 #: Actions that count as a reset of the GPU.
 RESETS = frozenset({"gpu_reset", "reboot"})
 
@@ -135,14 +138,19 @@ def climb(
     gpu: CulpritGpu, facts: Iterable[GpuFact], *, now: datetime, incident: str | None = None
 ) -> GpuRecord:
     """Count this fault (once per earlier incident, this one included) and the resets of `gpu`
-    within WINDOW, and pick the rung."""
+    within WINDOW, and pick the rung. An earlier incident counts only when its last finding of
+    this fault is at least EPISODE old: a concurrent incident about the same storm is the same
+    occurrence."""
     recent = [f for f in facts if f.gpu_key == gpu.gpu_key and now - f.at <= WINDOW]
     same = [f for f in recent if f.kind == "finding" and f.what == gpu.what]
     # Once per earlier incident (a re-run of this incident is not a recurrence).
-    earlier = {
-        f.incident or f.at.isoformat() for f in same if not f.incident or f.incident != incident
-    }
-    occurrences = 1 + len(earlier)
+    last: dict[str, datetime] = {}
+    for f in same:
+        if f.incident and f.incident == incident:
+            continue
+        key = f.incident or f.at.isoformat()
+        last[key] = max(f.at, last.get(key, f.at))
+    occurrences = 1 + sum(1 for at in last.values() if now - at >= EPISODE)
     resets = sum(1 for f in recent if f.kind == "action" and f.what in RESETS)
     if occurrences >= 3 or resets >= 2:
         rung = Rung.RMA

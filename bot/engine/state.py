@@ -55,6 +55,9 @@ class Deps:
     kernel_lookback: timedelta = timedelta(hours=24)
     """Kernel-log lines older than this (or than the run's window, if longer) are history, not
     a current fault (bot.engine.steps.log_age; setting `evidence.kernel_log_lookback_hours`)."""
+    pool_label: str = "nvidia.com/gpu.product"
+    """Node label that groups nodes into pools: the impact of losing a node names its pool
+    (setting `policy.pool_label`, the same label the safety limits count pools by)."""
 
 
 def step_context(state: RunState) -> dict[str, Any]:

@@ -65,7 +65,7 @@ def impact_of(rt: Runtime, node: str) -> Impact:
         cluster=rt.deps.cluster,
         readings=JobReadings(rt.deps.telemetry, rt.deps.signals.names()),
         node=node,
-        pool_label=rt.deps.policy.limits.pool_label,
+        pool_label=rt.deps.pool_label,
     )
 
 
@@ -159,6 +159,6 @@ def test_each_job_is_read_once_however_many_of_its_nodes_are_proposed(storm: Run
             cluster=storm.deps.cluster,
             readings=readings,
             node=node,
-            pool_label=storm.deps.policy.limits.pool_label,
+            pool_label=storm.deps.pool_label,
         )
     assert readings.queries == 1

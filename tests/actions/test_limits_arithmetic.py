@@ -1,7 +1,9 @@
 """The limit arithmetic (bot/actions/limits.py), on plain node records.
 
 Covers: maxUnhealthy as a share (rounded up) and as a count, counting cordoned, NotReady and
-in-flight nodes; a node already out costs nothing more; maxGPUsRemoved per pool; the topology
+in-flight nodes; a malformed limit setting is refused naming its variable, and the settings'
+limits are on by default; a node already out costs nothing more; maxGPUsRemoved per pool; each
+pool is counted alone, and "100%" turns a limit off; the topology
 domain limit on an NVL72-like domain (`nvidia.com/gpu.clique`, 18 nodes x 4 GPUs) counts GPUs,
 not nodes; the order of the checks (pause, protected label, breaker, rate, capacity, cooldown);
 tickets and silences are never blocked; the breaker trips only on a new node past its
@@ -13,6 +15,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+from pydantic import ValidationError
+
+from bot.actions.breaker import safety_limits
 from bot.actions.limits import (
     Blocked,
     BlockedBy,
@@ -24,6 +30,7 @@ from bot.actions.limits import (
     evaluate,
     scopes_of,
 )
+from bot.config import PolicySettings, SafetySettings, Settings
 from integrations.cluster import NodeInfo
 
 NOW = datetime(2026, 11, 24, 3, 0, tzinfo=UTC)
@@ -62,7 +69,10 @@ def test_a_share_rounds_up_and_a_count_is_a_count() -> None:
     assert allowed("25%", 3) == 1
     assert allowed("0%", 16) == 0
     assert allowed("100%", 16) == 16
+    assert allowed("10%", 16) == 2
     assert allowed("3", 16) == 3
+    assert allowed("0", 16) == 0
+    assert allowed("120%", 7) == 7  # more than all of them is all of them
 
 
 def test_max_unhealthy_counts_cordoned_not_ready_and_in_flight_nodes() -> None:
@@ -73,6 +83,31 @@ def test_max_unhealthy_counts_cordoned_not_ready_and_in_flight_nodes() -> None:
     assert blocked.reason == "4 of 16 nodes of pool H100 already out (limit 25% = 4 nodes)"
     assert blocked.numbers["out_nodes"] == [f"gpu-node-0{i}" for i in range(4)]
     assert blocked.storm_scope == f"pool {POOL}=H100"
+
+
+@pytest.mark.parametrize("bad", ["abc", "-1", "%", "25 %", "1.5"])
+@pytest.mark.parametrize(
+    ("group", "field"),
+    [
+        (PolicySettings, "max_unhealthy"),
+        (PolicySettings, "max_gpus_removed"),
+        (SafetySettings, "domain_max_gpus_removed"),
+    ],
+)
+def test_a_malformed_limit_is_refused_naming_its_setting(
+    group: type[PolicySettings | SafetySettings], field: str, bad: str
+) -> None:
+    with pytest.raises(ValidationError, match=rf"{field}\n  String should match pattern"):
+        group(**{field: bad})
+
+
+def test_the_limits_are_on_by_default() -> None:
+    limits = safety_limits(Settings())
+    assert (limits.max_unhealthy, limits.max_gpus_removed) == ("25%", "25%")
+    assert limits.domain_max_gpus_removed == "50%"
+    nodes = [node(i, out=i < 4) for i in range(16)]
+    blocked = check(nodes, 9, limits=limits)
+    assert blocked is not None and blocked.blocked_by is BlockedBy.MAX_UNHEALTHY
 
 
 def test_a_node_already_out_costs_nothing_more() -> None:
@@ -91,6 +126,20 @@ def test_max_gpus_removed_per_pool_counts_gpus() -> None:
         "8 of 22 GPUs of pool H100 already out and gpu-node-00 holds 8 more (limit 9 = 9 GPUs)"
     )
     assert check(nodes, 5, limits=limits, in_flight=one_out) is None  # 8 + 1 GPUs
+
+
+def test_each_pool_is_counted_alone_and_a_hundred_percent_turns_a_limit_off() -> None:
+    h100 = [node(i, out=i == 0) for i in range(4)]
+    a100 = [node(i, **{"nvidia.com__gpu.product": "A100"}) for i in range(4, 8)]
+    one = SafetyLimits(max_unhealthy="1")
+    assert check([*h100, *a100], 4, limits=one) is None  # the H100 node out is not the A100's
+    blocked = check([*h100, *a100], 1, limits=one)
+    assert blocked is not None and blocked.reason == (
+        "1 of 4 nodes of pool H100 already out (limit 1 = 1 nodes)"
+    )
+    off = SafetyLimits(max_unhealthy="100%", max_gpus_removed="100%")
+    almost_all = [node(i, out=i < 3) for i in range(4)]
+    assert check(almost_all, 3, limits=off) is None
 
 
 def test_an_nvlink_domain_limit_counts_gpus_not_nodes() -> None:

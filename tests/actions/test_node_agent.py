@@ -14,7 +14,6 @@ import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -22,16 +21,13 @@ from typing import Any
 import httpx
 import pytest
 
-from bot.actions.executing import Claim, execute_once
+from bot.actions.executing import execute_once
 from bot.actions.registry import ActionContext, default_registry
-from bot.clock import FakeClock
 from bot.config import AgentSettings, Settings
 from bot.wiring import make_node_agent
 from integrations.node_agent import HttpNodeAgent, NodeAgent
-from integrations.sim.cluster import SimCluster
-from integrations.sim.fleet import Fleet
-from integrations.sim.scenarios import load_scenario
 from integrations.tickets import RecordedTickets
+from tests.actions.action_helpers import MemoryLedger, act_once, healthy_fleet_context
 
 VERDICT = {
     "layer": "gpu_hardware",
@@ -83,34 +79,8 @@ def agent_server() -> Iterator[AgentServer]:
     httpd.server_close()
 
 
-class MemoryLedger:
-    """The ledger's contract in memory: the first claim of a key wins, repeats get its result."""
-
-    def __init__(self) -> None:
-        self.rows: dict[str, dict[str, Any]] = {}
-
-    def claim(self, *, key: str, at: datetime, **_: Any) -> Claim:
-        if key in self.rows:
-            return Claim(False, "succeeded", self.rows[key])
-        self.rows[key] = {}
-        return Claim(True, "running", {})
-
-    def finish(self, *, key: str, status: str, result: Any, at: datetime) -> None:
-        self.rows[key] = dict(result)
-
-
-def context(scenario_dir: Path, tickets: RecordedTickets, key: str = "k1") -> ActionContext:
-    clock = FakeClock()
-    fleet = Fleet.from_scenario(load_scenario(scenario_dir / "healthy-node.yaml"), now=clock.now)
-    return ActionContext(
-        cluster=SimCluster(fleet),
-        clock=clock,
-        tickets=tickets,
-        run_id="run-1",
-        incident="INC-7",
-        idempotency_key=key,
-        verdict=VERDICT,
-    )
+def context(scenario_dir: Path, tickets: RecordedTickets) -> ActionContext:
+    return healthy_fleet_context(scenario_dir, tickets, verdict=VERDICT)
 
 
 def agent(url: str, timeout: float = 5.0) -> NodeAgent:
@@ -119,15 +89,7 @@ def agent(url: str, timeout: float = 5.0) -> NodeAgent:
 
 def run(ctx: ActionContext, action: str, node_agent: NodeAgent | None) -> dict[str, Any]:
     spec = default_registry(agent=node_agent).get(action)
-    return execute_once(
-        spec,
-        ctx,
-        ledger=MemoryLedger(),
-        step_id="execute",
-        target="gpu-node-03",
-        params={},
-        dry_run=False,
-    )
+    return act_once(spec, ctx, target="gpu-node-03", step_id="execute")
 
 
 def test_the_agent_receives_the_request_and_its_answer_is_the_result(

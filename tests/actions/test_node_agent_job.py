@@ -19,17 +19,14 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from bot.actions.executing import Claim, execute_once
-from bot.actions.registry import ActionContext, default_registry
+from bot.actions.registry import default_registry
 from bot.checking import check_cluster, render_check
-from bot.clock import FakeClock
 from bot.config import AgentSettings, KubernetesSettings, Settings
 from bot.errors import UserInputError
 from bot.wiring import make_node_agent
@@ -44,7 +41,7 @@ from integrations.node_jobs import (
     parse_job_template,
 )
 from integrations.sim import SimCluster
-from integrations.tickets import RecordedTickets
+from tests.actions.action_helpers import act_once, action_context
 from tests.servers.fake_kube import FakeKube, start_fake_kube
 from tests.servers.fake_kube_jobs import JobPlan
 from tests.servers.kube_world import (
@@ -59,22 +56,6 @@ TEMPLATE = Path(__file__).parents[2] / "deploy" / "kubernetes" / "node-agent" / 
 NODE = "gpu-node-01"
 NS = "gpu-oncall-agent"
 VERDICT = {"layer": "gpu_hardware", "culprit_details": [{"node": NODE, "gpu": "5"}]}
-
-
-class MemoryLedger:
-    """The ledger's contract in memory: the first claim of a key wins, repeats get its result."""
-
-    def __init__(self) -> None:
-        self.rows: dict[str, dict[str, Any]] = {}
-
-    def claim(self, *, key: str, at: datetime, **_: Any) -> Claim:
-        if key in self.rows:
-            return Claim(False, "succeeded", self.rows[key])
-        self.rows[key] = {}
-        return Claim(True, "running", {})
-
-    def finish(self, *, key: str, status: str, result: Any, at: datetime) -> None:
-        self.rows[key] = dict(result)
 
 
 @pytest.fixture
@@ -109,19 +90,8 @@ def job_agent(timer: FakeTimer, timeout: float = 120.0) -> JobNodeAgent:
 
 def act(cluster: Cluster, agent: JobNodeAgent, action: str, key: str = "k1") -> dict[str, Any]:
     """One action through the registry and a fresh ledger (as a run resumed elsewhere)."""
-    ctx = ActionContext(
-        cluster=cluster,
-        clock=FakeClock(),
-        tickets=RecordedTickets(),
-        run_id="run-1",
-        incident="INC-7",
-        idempotency_key=key,
-        verdict=VERDICT,
-    )
-    spec = default_registry(agent=agent).get(action)
-    return execute_once(
-        spec, ctx, ledger=MemoryLedger(), step_id="act", target=NODE, params={}, dry_run=False
-    )
+    ctx = action_context(cluster=cluster, verdict=VERDICT, key=key)
+    return act_once(default_registry(agent=agent).get(action), ctx, target=NODE, step_id="act")
 
 
 def test_the_api_receives_the_job_pinned_to_the_node_with_the_command(

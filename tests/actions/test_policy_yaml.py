@@ -28,40 +28,14 @@ from bot.actions.policy import (
     proposals_need_approval,
 )
 from bot.config import PolicySettings, Settings, StorageSettings
-from bot.engine.loading import parse_runbook
+from bot.engine.running import RunOutcome
 from bot.errors import PolicyDenied, RunbookError
 from bot.slack.blocks import triage_blocks
 from bot.slack.snapshots import read_triage
 from bot.wiring import Runtime, open_runtime
 from storage.db import session_scope
-
-NODE = "gpu-node-03"
-
-
-def runbook(name: str, policy: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": "gpu-oncall/v1",
-        "kind": "Runbook",
-        "metadata": {"name": name},
-        "inputs": {"node": {"type": "node", "required": True}},
-        "policy": policy,
-        "steps": [
-            {"id": "dbe", "signal": "gpu.ecc.dbe_rate"},
-            {
-                "id": "storm",
-                "check": "dbe.max > 0.0",
-                "layer": "gpu_hardware",
-                "severity": "critical",
-                "finding": "ECC errors on {{ node }}",
-                "culprit": {"node": "{{ node }}"},
-            },
-            {"id": "where", "localize": {}},
-            {"id": "fix", "propose": [{"action": "cordon", "reason": "keep new work off"}]},
-            {"id": "approval", "approve": {}},
-            {"id": "execute", "act": {}},
-        ],
-    }
-
+from tests.engine.runbook_helpers import ecc_runbook, load
+from tests.engine.runbook_helpers import start as start_run
 
 STRICT = {"approvers": ["cli:carol"], "two_person_risks": ["medium", "high"], "expiry": "15m"}
 AUTO = {"auto_approve": [{"action": "cordon", "max_targets": 1}]}
@@ -71,8 +45,8 @@ AUTO = {"auto_approve": [{"action": "cordon", "max_targets": 1}]}
 def rt(tmp_path: Path, scenario_dir: Path) -> Iterator[Runtime]:
     books = tmp_path / "runbooks"
     books.mkdir()
-    (books / "strict.yaml").write_text(yaml.safe_dump(runbook("strict-cordon", STRICT)))
-    (books / "auto.yaml").write_text(yaml.safe_dump(runbook("auto-cordon", AUTO)))
+    (books / "strict.yaml").write_text(yaml.safe_dump(ecc_runbook("strict-cordon", policy=STRICT)))
+    (books / "auto.yaml").write_text(yaml.safe_dump(ecc_runbook("auto-cordon", policy=AUTO)))
     settings = Settings(
         storage=StorageSettings(url=f"sqlite:///{tmp_path / 'oncall.db'}"),
         policy=PolicySettings(approvers=["cli:erin"]),
@@ -82,12 +56,8 @@ def rt(tmp_path: Path, scenario_dir: Path) -> Iterator[Runtime]:
         yield r
 
 
-def start(rt: Runtime, name: str, requester: str = "cli:dave") -> Any:
-    loaded = rt.catalog.get(name)
-    incident_id, _ = rt.engine.open_incident(loaded, {"node": NODE}, actor=requester)
-    return rt.engine.start(
-        loaded, inputs={"node": NODE}, incident_id=incident_id, requester=requester
-    )
+def start(rt: Runtime, name: str, requester: str = "cli:dave") -> RunOutcome:
+    return start_run(rt, rt.catalog.get(name), requester=requester)
 
 
 def test_overrides_are_named_in_the_approval_payload(rt: Runtime) -> None:
@@ -185,12 +155,7 @@ def test_a_bad_policy_names_file_and_field(
     rt: Runtime, policy: dict[str, Any], field: str, says: str
 ) -> None:
     with pytest.raises(RunbookError) as caught:
-        parse_runbook(
-            runbook("bad", policy),
-            file="runbooks/bad.yaml",
-            signals=rt.deps.signals.names(),
-            actions=rt.deps.actions.names(),
-        )
+        load(rt, ecc_runbook("bad", policy=policy), file="runbooks/bad.yaml")
     message = str(caught.value)
     assert message.startswith(f"runbooks/bad.yaml: field '{field}': ")
     assert says in message

@@ -14,12 +14,9 @@ import pytest
 
 from bot.actions.policy import Risk
 from bot.actions.registry import ActionContext, default_registry
-from bot.clock import FakeClock
 from bot.errors import UserInputError
-from integrations.sim.cluster import SimCluster
-from integrations.sim.fleet import Fleet
-from integrations.sim.scenarios import load_scenario
 from integrations.tickets import RecordedTickets
+from tests.actions.action_helpers import healthy_fleet_context
 
 VERDICT = {
     "layer": "workload",
@@ -30,17 +27,7 @@ VERDICT = {
 
 
 def context(scenario_dir: Path, tickets: RecordedTickets, key: str = "k1") -> ActionContext:
-    clock = FakeClock()
-    fleet = Fleet.from_scenario(load_scenario(scenario_dir / "healthy-node.yaml"), now=clock.now)
-    return ActionContext(
-        cluster=SimCluster(fleet),
-        clock=clock,
-        tickets=tickets,
-        run_id="run-1",
-        incident="INC-7",
-        idempotency_key=key,
-        verdict=VERDICT,
-    )
+    return healthy_fleet_context(scenario_dir, tickets, verdict=VERDICT, key=key)
 
 
 def test_restart_job_opens_a_ticket_with_the_request_and_the_evidence(

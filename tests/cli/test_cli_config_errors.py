@@ -12,27 +12,16 @@ and an out-of-range `--limit` are refused.
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.cli.cli_process import run_cli
+
 
 def cli(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    full = dict(os.environ)
-    full["GPU_ONCALL_STORAGE__URL"] = f"sqlite:///{tmp_path / 'oncall.db'}"
-    full.update(env)
-    return subprocess.run(
-        [sys.executable, "-m", "bot.cli", *args],
-        cwd=tmp_path,
-        env=full,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_cli(tmp_path, *args, env=env)
 
 
 def one_line_error(done: subprocess.CompletedProcess[str]) -> str:

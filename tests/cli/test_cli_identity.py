@@ -10,12 +10,11 @@ exits 2 and says so; a refused `approve` (not an approver) exits 2 with one line
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 from integrations.sim import SCENARIO_DIR
+from tests.cli.cli_process import run_cli
 
 SCENARIO = str(Path(SCENARIO_DIR) / "ecc-dbe-storm.yaml")
 
@@ -23,19 +22,8 @@ SCENARIO = str(Path(SCENARIO_DIR) / "ecc-dbe-storm.yaml")
 def cli(
     tmp_path: Path, *args: str, user: str = "alice", **env: str
 ) -> subprocess.CompletedProcess[str]:
-    environ = dict(os.environ)
-    environ["GPU_ONCALL_STORAGE__URL"] = f"sqlite:///{tmp_path / 'oncall.db'}"
-    environ["USER"] = environ["LOGNAME"] = user
-    environ.pop("GPU_ONCALL_IDENTITY__CLI_USER", None)
-    environ.update(env)
-    return subprocess.run(
-        [sys.executable, "-m", "bot.cli", *args],
-        cwd=tmp_path,
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    who = {"USER": user, "LOGNAME": user, "GPU_ONCALL_IDENTITY__CLI_USER": None}
+    return run_cli(tmp_path, *args, env=who | env)
 
 
 def waiting_demo(tmp_path: Path) -> None:

@@ -13,30 +13,18 @@ numbers, the formulas and the GPU-hours; `mttr --json` groups by runbook and lay
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.cli.cli_process import run_cli
+
 
 def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env["GPU_ONCALL_STORAGE__URL"] = f"sqlite:///{tmp_path / 'oncall.db'}"
-    env["USER"] = "alice"
-    env.pop("GPU_ONCALL_IDENTITY__CLI_USER", None)
-    return subprocess.run(
-        [sys.executable, "-m", "bot.cli", *args],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
+    return run_cli(tmp_path, *args, env={"USER": "alice", "GPU_ONCALL_IDENTITY__CLI_USER": None})
 
 
 def ok(tmp_path: Path, *args: str) -> str:
@@ -166,3 +154,13 @@ def test_a_bad_window_or_grouping_is_one_line_exit_2(tmp_path: Path) -> None:
     assert "'7' is not a window" in window.stderr
     grouping = cli(tmp_path, "mttr", "--by", "team")
     assert grouping.returncode == 2 and "invalid choice: 'team'" in grouping.stderr
+
+
+def test_incident_links_its_page_only_when_a_base_url_is_set(diagnosed: Path) -> None:
+    assert "page:" not in ok(diagnosed, "incident", "INC-1")
+    env = {"USER": "alice", "GPU_ONCALL_PAGES__BASE_URL": "https://oncall.example.net/"}
+    done = run_cli(diagnosed, "incident", "INC-1", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "page: https://oncall.example.net/incidents/INC-1" in done.stdout
+    listed = json.loads(run_cli(diagnosed, "incident", "INC-1", "--json", env=env).stdout)
+    assert listed["page"] == "https://oncall.example.net/incidents/INC-1"

@@ -9,30 +9,18 @@ refused by the parser with the choices.
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.cli.cli_process import run_cli
 
 BASE_URL = "https://oncall.example.com"
 
 
 def cli(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env["GPU_ONCALL_STORAGE__URL"] = f"sqlite:///{folder / 'oncall.db'}"
-    env["GPU_ONCALL_PAGES__BASE_URL"] = BASE_URL
-    env["USER"] = "alice"
-    return subprocess.run(
-        [sys.executable, "-m", "bot.cli", *args],
-        cwd=folder,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_cli(folder, *args, env={"GPU_ONCALL_PAGES__BASE_URL": BASE_URL, "USER": "alice"})
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +40,7 @@ def test_the_demo_ends_with_the_path_of_the_html_postmortem(demo: tuple[Path, st
     page = expected.read_text()
     assert 'id="timeline-chart"' in page and 'id="metric-chart"' in page
     assert 'data-marker="resolved"' in page
-    # H4's GPU-hours lost, with each term's formula, among the figures
+    # the GPU-hours lost, with each term's formula, among the figures
     for figure in ("GPU-hours lost", "GPU-hours: out of service", "GPU-hours: idle job GPUs"):
         assert f'data-figure="{figure}"' in page
 

@@ -10,9 +10,7 @@ it was noted on; an unknown breaker verb is a usage error (exit 2).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -20,25 +18,12 @@ from bot.clock import SystemClock
 from storage import incidents as incident_store
 from storage import safety as safety_store
 from storage.db import create_schema, make_engine, session_scope
+from tests.cli.cli_process import run_cli
 
 
 def gpu_oncall(tmp_path: Path, *args: str, user: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env.update(
-        {
-            "GPU_ONCALL_STORAGE__URL": f"sqlite:///{tmp_path / 'oncall.db'}",
-            "GPU_ONCALL_POLICY__APPROVERS": '["cli:bob"]',
-            "GPU_ONCALL_IDENTITY__CLI_USER": user,
-        }
-    )
-    return subprocess.run(
-        [sys.executable, "-m", "bot.cli", *args],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    env = {"GPU_ONCALL_POLICY__APPROVERS": '["cli:bob"]', "GPU_ONCALL_IDENTITY__CLI_USER": user}
+    return run_cli(tmp_path, *args, env=env)
 
 
 def prepare(tmp_path: Path) -> None:

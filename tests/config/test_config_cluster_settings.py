@@ -2,7 +2,8 @@
 
 Covers: `GPU_ONCALL_KUBERNETES__*` reach the group (kubeconfig, context, in_cluster, timeouts,
 retries, QPS, markers); `cluster` and `telemetry` accept only their backends, and a bad value
-exits 2 with one line naming the variable and the valid values (a real process); a bad marker
+(or a malformed safety limit) exits 2 with one line naming the variable and the valid values (a
+real process); a bad marker
 prefix is refused; a scenario given outside sim mode is refused before anything is opened,
 naming both variables; the markers the node actions write follow the settings.
 """
@@ -50,9 +51,10 @@ def test_the_backends_are_validated() -> None:
 @pytest.mark.parametrize(
     ("variable", "value", "valid"),
     [("GPU_ONCALL_CLUSTER", "k8s", "'sim' or 'kubernetes'"),
-     ("GPU_ONCALL_TELEMETRY", "thanos", "'sim' or 'prometheus'")],
+     ("GPU_ONCALL_TELEMETRY", "thanos", "'sim' or 'prometheus'"),
+     ("GPU_ONCALL_POLICY__MAX_UNHEALTHY", "abc", "should match pattern '^\\d+%?$'")],
 )
-def test_a_bad_backend_exits_2_naming_the_variable(
+def test_a_bad_setting_exits_2_naming_the_variable(
     tmp_path: Path, variable: str, value: str, valid: str
 ) -> None:
     env = dict(os.environ) | {variable: value}

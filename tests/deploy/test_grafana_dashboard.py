@@ -21,10 +21,8 @@ import pytest
 import yaml
 from servers.prometheus import require_binary
 
-from bot.config import Settings, StorageSettings
-from bot.database import open_database
 from bot.incidents.mttr import DEFINITIONS
-from bot.metrics import IntakeCounters, scrape
+from tests.cli.cli_process import metrics_exposition
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "gpu-oncall-mttr.json"
 _SERIES = re.compile(r"\bgpu_oncall_[a-z0-9_]+")
@@ -51,12 +49,7 @@ def expressions() -> list[str]:
 
 
 def exported_families(tmp_path: Path) -> set[str]:
-    settings = Settings(storage=StorageSettings(url=f"sqlite:///{tmp_path / 'oncall.db'}"))
-    db = open_database(settings)
-    try:
-        exposition = scrape(db, IntakeCounters())
-    finally:
-        db.dispose()
+    exposition = metrics_exposition(tmp_path)
     return {line.split()[2] for line in exposition.splitlines() if line.startswith("# TYPE ")}
 
 

@@ -2,7 +2,8 @@
 
 Aspects: the sentence people read ("3rd XID 48 on this GPU in 30 days, after 2 resets"); the
 rung for a first fault, a repeat or one reset, a third fault or two resets; facts outside 30
-days, of another fault or another GPU, and re-runs of this same incident do not count; the
+days, of another fault or another GPU, re-runs of this same incident, and another incident's
+findings of the same episode (within the last hour: two alerts about one storm) do not count; the
 culprit GPU's key is its UUID (from its own evidence row) and its fault the XID code there;
 the proposals each rung produces, a retired reset on the RMA rung, and no duplicates.
 """
@@ -49,6 +50,17 @@ def test_rungs_climb_with_repeats_and_resets() -> None:
     assert (reset_once.rung, reset_once.text.endswith("after 1 reset")) == (Rung.DRAIN_RESET, True)
     two_resets = [seen("gpu_reset", 3, kind="action"), seen("reboot", 1, kind="action")]
     assert climb(GPU, two_resets, now=NOW).rung is Rung.RMA
+
+
+def test_a_concurrent_incident_about_the_same_storm_is_not_a_recurrence() -> None:
+    minutes = 1 / (24 * 60)
+    same_storm = [seen("xid 48", 5 * minutes, incident="INC-11")]
+    assert climb(GPU, same_storm, now=NOW, incident="INC-12").occurrences == 1
+    an_hour_and_more = [seen("xid 48", 65 * minutes, incident="INC-11")]
+    assert climb(GPU, an_hour_and_more, now=NOW, incident="INC-12").occurrences == 2
+    # an earlier incident counts once, even when it also found the fault minutes ago
+    both = [seen("xid 48", 2, incident="INC-11"), seen("xid 48", 5 * minutes, incident="INC-11")]
+    assert climb(GPU, both, now=NOW, incident="INC-12").occurrences == 1
 
 
 def test_old_other_and_same_incident_facts_do_not_count() -> None:

@@ -17,14 +17,18 @@ from typing import Any
 import pytest
 
 from bot.config import Settings
-from bot.engine.loading import parse_runbook
 from bot.errors import RunbookError, StepError
 from bot.incidents.timeline import EventKind
 from bot.wiring import Runtime, open_runtime
-from storage import incidents as incident_store
-from storage.db import session_scope
+from storage.tables import TimelineEvent
+from tests.engine.runbook_helpers import (
+    ecc_runbook,
+    incident_record,
+    load,
+    open_incident,
+    start,
+)
 
-NODE = "gpu-node-03"
 FILE = "runbooks/loud.yaml"
 
 
@@ -35,46 +39,18 @@ def rt(settings: Settings, scenario_dir: Path) -> Iterator[Runtime]:
 
 
 def raw(proposal: dict[str, Any], verify: dict[str, Any] | None = None) -> dict[str, Any]:
-    steps: list[dict[str, Any]] = [
-        {"id": "dbe", "signal": "gpu.ecc.dbe_rate"},
-        {
-            "id": "storm",
-            "check": "dbe.max > 0.0",
-            "layer": "gpu_hardware",
-            "severity": "critical",
-            "finding": "ECC errors on {{ node }}",
-            "culprit": {"node": "{{ node }}"},
-        },
-        {"id": "where", "localize": {}},
-        {"id": "fix", "propose": [proposal]},
-        {"id": "approval", "approve": {}},
-        {"id": "execute", "act": {}},
-    ]
-    if verify is not None:
-        steps.append({"id": "confirm", "verify": verify})
-    return {
-        "apiVersion": "gpu-oncall/v1",
-        "kind": "Runbook",
-        "metadata": {"name": "loud"},
-        "inputs": {"node": {"type": "node", "required": True}},
-        "policy": {"auto_approve": [{"action": "cordon"}, {"action": "open_ticket"}]},
-        "steps": steps,
-    }
+    then = [] if verify is None else [{"id": "confirm", "verify": verify}]
+    policy = {"auto_approve": [{"action": "cordon"}, {"action": "open_ticket"}]}
+    return ecc_runbook("loud", propose=[proposal], policy=policy, then=then)
 
 
-def run(rt: Runtime, runbook: dict[str, Any]) -> tuple[StepError, str, list[Any]]:
-    loaded = parse_runbook(
-        runbook, file=FILE, signals=rt.deps.signals.names(), actions=rt.deps.actions.names()
-    )
-    incident_id, _ = rt.engine.open_incident(loaded, {"node": NODE}, actor="cli:dave")
+def run(rt: Runtime, runbook: dict[str, Any]) -> tuple[StepError, str, list[TimelineEvent]]:
+    loaded = load(rt, runbook, file=FILE)
+    incident_id = open_incident(rt, loaded)
     with pytest.raises(StepError) as caught:
-        rt.engine.start(
-            loaded, inputs={"node": NODE}, incident_id=incident_id, requester="cli:dave"
-        )
-    with session_scope(rt.db) as session:
-        incident = incident_store.get_incident(session, incident_id)
-        assert incident is not None
-        return caught.value, incident.state, incident_store.list_events(session, incident_id)
+        start(rt, loaded, incident_id=incident_id)
+    incident, events = incident_record(rt, incident_id)
+    return caught.value, incident.state, events
 
 
 def assert_loud(rt: Runtime, runbook: dict[str, Any], step: str, field: str) -> str:
@@ -125,12 +101,7 @@ def test_a_verify_condition_that_cannot_be_evaluated_fails_the_step(rt: Runtime)
 def test_a_verify_expectation_typo_is_refused_at_load(rt: Runtime) -> None:
     verify = {"signal": "gpu.ecc.dbe_rate", "expect": "valeu == 0.0"}
     with pytest.raises(RunbookError) as caught:
-        parse_runbook(
-            raw({"action": "cordon"}, verify),
-            file=FILE,
-            signals=rt.deps.signals.names(),
-            actions=rt.deps.actions.names(),
-        )
+        load(rt, raw({"action": "cordon"}, verify), file=FILE)
     message = str(caught.value)
     where = f"{FILE}: step 'confirm': field 'verify.expect'"
     assert message.startswith(f"{where}: unknown step 'valeu'")

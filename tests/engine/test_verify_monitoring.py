@@ -15,13 +15,16 @@ from typing import Any
 import pytest
 
 from bot.config import Settings
-from bot.engine.loading import parse_runbook
 from bot.incidents.timeline import EventKind
 from bot.wiring import Runtime, open_runtime
-from storage import incidents as incident_store
-from storage.db import session_scope
-
-NODE = "gpu-node-03"
+from storage.tables import TimelineEvent
+from tests.engine.runbook_helpers import (
+    ecc_runbook,
+    incident_record,
+    load,
+    open_incident,
+    start,
+)
 
 
 @pytest.fixture
@@ -30,53 +33,22 @@ def rt(settings: Settings, scenario_dir: Path) -> Iterator[Runtime]:
         yield r
 
 
-def run(rt: Runtime, verify: dict[str, Any] | None) -> tuple[str, Any, list[Any]]:
+def run(rt: Runtime, verify: dict[str, Any] | None) -> tuple[str, Any, list[TimelineEvent]]:
     """A cordon the runbook auto-approves, then `verify`; the incident's state, its
     `mitigated_at` and its timeline."""
-    steps: list[dict[str, Any]] = [
-        {"id": "dbe", "signal": "gpu.ecc.dbe_rate"},
-        {
-            "id": "storm",
-            "check": "dbe.max > 0.0",
-            "layer": "gpu_hardware",
-            "severity": "critical",
-            "finding": "ECC errors on {{ node }}",
-            "culprit": {"node": "{{ node }}"},
-        },
-        {"id": "where", "localize": {}},
-        {"id": "fix", "propose": [{"action": "cordon", "reason": "keep new work off"}]},
-        {"id": "approval", "approve": {}},
-        {"id": "execute", "act": {}},
+    then = [] if verify is None else [
+        {"id": "confirm", "title": "Verify the DBE rate", "verify": verify}
     ]
-    if verify is not None:
-        steps.append({"id": "confirm", "title": "Verify the DBE rate", "verify": verify})
-    raw = {
-        "apiVersion": "gpu-oncall/v1",
-        "kind": "Runbook",
-        "metadata": {"name": "verify-cordon"},
-        "inputs": {"node": {"type": "node", "required": True}},
-        "policy": {"auto_approve": [{"action": "cordon"}]},
-        "steps": steps,
-    }
-    loaded = parse_runbook(
-        raw,
-        file="tests/verify.yaml",
-        signals=rt.deps.signals.names(),
-        actions=rt.deps.actions.names(),
-    )
-    incident_id, _ = rt.engine.open_incident(loaded, {"node": NODE}, actor="cli:dave")
-    outcome = rt.engine.start(
-        loaded, inputs={"node": NODE}, incident_id=incident_id, requester="cli:dave"
-    )
+    raw = ecc_runbook("verify-cordon", policy={"auto_approve": [{"action": "cordon"}]}, then=then)
+    loaded = load(rt, raw, file="tests/verify.yaml")
+    incident_id = open_incident(rt, loaded)
+    outcome = start(rt, loaded, incident_id=incident_id)
     assert outcome.steps["execute"]["succeeded"] is True
-    with session_scope(rt.db) as session:
-        incident = incident_store.get_incident(session, incident_id)
-        assert incident is not None
-        events = incident_store.list_events(session, incident_id)
-        return incident.state, incident.mitigated_at, events
+    incident, events = incident_record(rt, incident_id)
+    return incident.state, incident.mitigated_at, events
 
 
-def reasons(events: list[Any]) -> list[str]:
+def reasons(events: list[TimelineEvent]) -> list[str]:
     return [e.summary for e in events if e.kind == EventKind.STATE_CHANGED]
 
 

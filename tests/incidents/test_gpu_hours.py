@@ -12,9 +12,6 @@ that `incident --json`, the stored `gpu_hours_lost` and `/metrics`' lost-GPU-sec
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -24,6 +21,7 @@ import pytest
 from bot.incidents.costing import jobs_of, removals_of
 from bot.incidents.gpu_hours import IdleJob, Removal, compute_gpu_hours, render_gpu_hours
 from storage.tables import ActionRow, TimelineEvent
+from tests.cli.cli_process import cli_output, metrics_exposition
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -120,19 +118,7 @@ def test_jobs_come_from_the_approvals_impact_once_each() -> None:
 
 
 def cli(tmp_path: Path, *args: str) -> str:
-    env = dict(os.environ)
-    env["GPU_ONCALL_STORAGE__URL"] = f"sqlite:///{tmp_path / 'oncall.db'}"
-    done = subprocess.run(
-        [sys.executable, "-m", "bot.cli", *args],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        stdin=subprocess.DEVNULL,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
+    return cli_output(tmp_path, *args, timeout=300)
 
 
 def test_the_demo_drain_and_its_job_cost_gpu_hours_everywhere_alike(tmp_path: Path) -> None:
@@ -145,16 +131,6 @@ def test_the_demo_drain_and_its_job_cost_gpu_hours_everywhere_alike(tmp_path: Pa
     assert cost["total"] > 0 and not cost["ongoing"]
     assert data["incident"]["gpu_hours_lost"] == cost["total"]
 
-    from bot.config import Settings, StorageSettings
-    from bot.database import open_database
-    from bot.metrics import IntakeCounters, scrape
-
-    settings = Settings(storage=StorageSettings(url=f"sqlite:///{tmp_path / 'oncall.db'}"))
-    db = open_database(settings)
-    try:
-        exposition = scrape(db, IntakeCounters())
-    finally:
-        db.dispose()
-    lines = exposition.splitlines()
+    lines = metrics_exposition(tmp_path).splitlines()
     (line,) = [x for x in lines if x.startswith("gpu_oncall_lost_gpu_seconds_sum")]
     assert float(line.rsplit(" ", 1)[1]) == pytest.approx(cost["total"] * 3600)

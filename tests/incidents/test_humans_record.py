@@ -15,7 +15,6 @@ from datetime import UTC, datetime, time, timedelta
 
 import pytest
 from sqlalchemy.engine import Engine
-from sqlmodel import Session
 
 from bot.clock import FakeClock
 from bot.errors import NotFound, UserInputError
@@ -25,27 +24,14 @@ from bot.intake import commands as grammar
 from storage import incidents as store
 from storage.db import session_scope
 from storage.tables import Incident
-
-
-def _open(session: Session, clock: FakeClock, *, fired: datetime | None) -> Incident:
-    return lifecycle.open_incident(
-        session,
-        runbook="ecc-storm",
-        target="gpu-node-03",
-        target_kind="node",
-        severity="critical",
-        title="ECC error storm on gpu-node-03",
-        fired_at=fired,
-        detected_at=clock.now(),
-        actor="bot",
-    )
+from tests.incidents.incident_helpers import open_ecc_storm
 
 
 def test_fired_after_detection_is_refused_naming_both_times(
     engine: Engine, clock: FakeClock
 ) -> None:
     with session_scope(engine) as session:
-        incident = _open(session, clock, fired=clock.now() - timedelta(minutes=2))
+        incident = open_ecc_storm(session, clock, fired=clock.now() - timedelta(minutes=2))
         late = clock.now() + timedelta(seconds=30)
         with pytest.raises(UserInputError) as refused:
             humans.correct_fired_at(session, 1, fired_at=late, actor="U1", at=late)
@@ -61,7 +47,7 @@ def test_fired_after_detection_is_refused_naming_both_times(
 
 def test_fired_in_the_future_is_refused(engine: Engine, clock: FakeClock) -> None:
     with session_scope(engine) as session:
-        _open(session, clock, fired=None)
+        open_ecc_storm(session, clock, fired=None)
         ahead = clock.now() + timedelta(hours=1)
         # a check against now, for incidents with no detection stamp to bound it
         session.get(Incident, 1).detected_at = None  # type: ignore[union-attr]
@@ -73,7 +59,7 @@ def test_a_human_fired_at_is_audited_acknowledges_and_moves_the_figures(
     engine: Engine, clock: FakeClock
 ) -> None:
     with session_scope(engine) as session:
-        _open(session, clock, fired=clock.now() - timedelta(minutes=2))
+        open_ecc_storm(session, clock, fired=clock.now() - timedelta(minutes=2))
     clock.advance(timedelta(minutes=1))
     earlier = clock.now() - timedelta(minutes=20)
     with session_scope(engine) as session:
@@ -97,7 +83,7 @@ def test_a_human_fired_at_is_audited_acknowledges_and_moves_the_figures(
 
 def test_dating_a_check_makes_it_an_incident_again(engine: Engine, clock: FakeClock) -> None:
     with session_scope(engine) as session:
-        incident = _open(session, clock, fired=None)
+        incident = open_ecc_storm(session, clock, fired=None)
         assert lifecycle.mark_check(session, incident, at=clock.now(), actor="bot")
         lifecycle.transition(session, incident, to="resolved", at=clock.now(), actor="bot")
         assert incident.gpu_hours_lost is None  # a check costs nothing on the record
@@ -112,7 +98,7 @@ def test_ack_refuses_a_resolved_incident_and_the_first_wins(
     engine: Engine, clock: FakeClock
 ) -> None:
     with session_scope(engine) as session:
-        _open(session, clock, fired=clock.now())
+        open_ecc_storm(session, clock, fired=clock.now())
         first = humans.acknowledge(session, 1, actor="U1", at=clock.now())
         second = humans.acknowledge(session, 1, actor="U2", at=clock.now())
         assert (first.stamped, second.stamped, second.by) == (True, False, "U1")
@@ -124,7 +110,7 @@ def test_ack_refuses_a_resolved_incident_and_the_first_wins(
 
 def test_notes_are_bounded_and_never_empty(engine: Engine, clock: FakeClock) -> None:
     with session_scope(engine) as session:
-        _open(session, clock, fired=clock.now())
+        open_ecc_storm(session, clock, fired=clock.now())
         with pytest.raises(UserInputError, match="a note needs text"):
             humans.add_note(session, 1, text="  ", actor="U1", at=clock.now())
         with pytest.raises(UserInputError, match="at most 3000"):
@@ -135,7 +121,7 @@ def test_notes_are_bounded_and_never_empty(engine: Engine, clock: FakeClock) -> 
 
 def test_pin_records_who_and_when_and_is_idempotent(engine: Engine, clock: FakeClock) -> None:
     with session_scope(engine) as session:
-        _open(session, clock, fired=clock.now())
+        open_ecc_storm(session, clock, fired=clock.now())
         other = lifecycle.open_incident(
             session, runbook="ib", target="gpu-node-09", target_kind="node", severity="warning",
             title="t", fired_at=None, detected_at=clock.now(), actor="bot",
@@ -164,7 +150,7 @@ def test_pin_records_who_and_when_and_is_idempotent(engine: Engine, clock: FakeC
 
 def test_resolve_needs_a_reason_and_stores_the_gpu_hours(engine: Engine, clock: FakeClock) -> None:
     with session_scope(engine) as session:
-        _open(session, clock, fired=clock.now())
+        open_ecc_storm(session, clock, fired=clock.now())
         with pytest.raises(UserInputError, match="resolving needs a reason"):
             humans.resolve(session, 1, actor="U1", at=clock.now(), reason=" ")
         clock.advance(timedelta(minutes=30))

@@ -26,23 +26,14 @@ from bot.incidents.views import incident_view
 from storage import incidents as store
 from storage.db import session_scope
 from storage.tables import Incident
+from tests.incidents.incident_helpers import open_ecc_storm
 
 S = IncidentState
 
 
 def _open(session: Session, clock: FakeClock, *, fired_ago: timedelta | None = None) -> Incident:
     fired = clock.now() - (fired_ago if fired_ago is not None else timedelta(minutes=2))
-    return lifecycle.open_incident(
-        session,
-        runbook="ecc-storm",
-        target="gpu-node-03",
-        target_kind="node",
-        severity="critical",
-        title="ECC error storm on gpu-node-03",
-        fired_at=fired,
-        detected_at=clock.now(),
-        actor="bot",
-    )
+    return open_ecc_storm(session, clock, fired=fired)
 
 
 def _kinds(session: Session, incident: Incident) -> list[str]:

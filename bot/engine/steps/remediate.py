@@ -93,7 +93,7 @@ def _with_impact(deps: Deps, proposals: list[dict[str, Any]]) -> int:
                     cluster=deps.cluster,
                     readings=readings,
                     node=node,
-                    pool_label=deps.policy.limits.pool_label,
+                    pool_label=deps.pool_label,
                 ).to_dict()
             except IntegrationError as exc:
                 found[node] = {"node": node, "error": f"could not be read: {exc}"}

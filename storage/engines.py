@@ -1,0 +1,119 @@
+"""Engines for any SQLAlchemy URL (SQLite by default, PostgreSQL in production), on SQLAlchemy
+alone: no ORM models, so a command that only reads (the CLI's `incidents`) can open the database
+without declaring every table (storage/glance.py). `storage.db` re-exports these names.
+
+SQLite files get WAL, a 5 s busy timeout and enforced foreign keys. Every SQLite transaction
+starts with `BEGIN IMMEDIATE`, so a read-then-write transaction cannot fail half-way with
+"database is locked" when another process committed in between; keep sessions short.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event, exc
+from sqlalchemy.engine import URL, Connection, Engine, create_engine, make_url
+from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
+
+from storage.errors import (
+    BackendNotInstalledError,
+    DatabaseUnavailableError,
+    InvalidDatabaseUrlError,
+)
+
+BUSY_TIMEOUT_MS = 5000
+
+def parse_url(url: str) -> URL:
+    try:
+        return make_url(url)
+    except exc.ArgumentError as err:
+        raise InvalidDatabaseUrlError(
+            "cannot parse the database URL (examples: sqlite:///path/oncall.db, "
+            "postgresql+psycopg://user@host/db)"
+        ) from err
+
+
+def _is_sqlite(parsed: URL) -> bool:
+    return parsed.get_backend_name() == "sqlite"
+
+
+def _is_memory(parsed: URL) -> bool:
+    database = parsed.database or ""
+    return database in ("", ":memory:") or "mode=memory" in str(parsed.query)
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The database file of a SQLite URL; None for in-memory SQLite and other backends."""
+    parsed = parse_url(url)
+    if not _is_sqlite(parsed) or _is_memory(parsed):
+        return None
+    return Path(str(parsed.database))
+
+
+def redact(url: str) -> str:
+    """The URL with its password hidden, for messages and logs."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except exc.ArgumentError:
+        return "<unparseable database URL>"
+
+
+def make_engine(url: str, *, pool_size: int = 10, max_overflow: int = 10) -> Engine:
+    """An Engine for `url`. SQLite: creates the file's directory and sets the pragmas. Other
+    backends: a pool of `pool_size` (+ `max_overflow`) connections, each checked before use, so
+    a restarted database server costs one failed request, not a stuck pool."""
+    parsed = parse_url(url)
+    try:
+        if _is_sqlite(parsed):
+            return _make_sqlite_engine(parsed)
+        return create_engine(
+            parsed, pool_pre_ping=True, pool_size=pool_size, max_overflow=max_overflow
+        )
+    except (exc.NoSuchModuleError, ModuleNotFoundError) as err:
+        raise BackendNotInstalledError(
+            f"database URL {redact(url)}", package=_driver_package(parsed)
+        ) from err
+
+
+def _driver_package(parsed: URL) -> str:
+    driver = parsed.get_driver_name()
+    return {"psycopg": "psycopg[binary]", "psycopg2": "psycopg2-binary"}.get(driver, driver)
+
+
+def _make_sqlite_engine(parsed: URL) -> Engine:
+    connect_args: dict[str, Any] = {"check_same_thread": False}
+    if _is_memory(parsed):
+        # One shared connection, or every thread would see its own empty database.
+        engine = create_engine(parsed, connect_args=connect_args, poolclass=StaticPool)
+    else:
+        path = Path(str(parsed.database))
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise DatabaseUnavailableError(
+                f"cannot create the database directory {path.parent}: {err.strerror}"
+            ) from err
+        engine = create_engine(parsed, connect_args=connect_args)
+    event.listen(engine, "connect", _on_sqlite_connect)
+    event.listen(engine, "begin", _on_sqlite_begin)
+    return engine
+
+
+def _on_sqlite_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
+    # Let SQLAlchemy, not the sqlite3 module, decide when transactions begin (the documented
+    # pysqlite recipe); needed for SAVEPOINT and BEGIN IMMEDIATE.
+    conn: sqlite3.Connection = dbapi_connection
+    conn.isolation_level = None
+    cursor = conn.cursor()
+    try:
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+    finally:
+        cursor.close()
+
+
+def _on_sqlite_begin(connection: Connection) -> None:
+    connection.exec_driver_sql("BEGIN IMMEDIATE")
