@@ -397,17 +397,6 @@ def test_create_job_twice_is_one_job_read_until_complete(world: World) -> None:
         assert listing.query["labelSelector"] == f"job-name={first.name}"
 
 
-def test_a_failed_job_says_why(world: World) -> None:
-    if world.fake is None:
-        pytest.skip("the simulated node carries every Job out")
-    message = "Job was active longer than specified deadline"
-    world.fake.plan_jobs(JobPlan("Failed", reason="DeadlineExceeded", message=message))
-    run = world.cluster.create_job(agent_job())
-    failed = world.cluster.read_job(run.name, AGENT_NS)
-    assert failed.state == "failed"
-    assert failed.reason == "DeadlineExceeded: Job was active longer than specified deadline"
-
-
 def test_an_unknown_job_raises_job_not_found(world: World) -> None:
     with pytest.raises(JobNotFound, match=f"job '{AGENT_NS}/gpu-oncall-reboot-none' not found"):
         world.cluster.read_job("gpu-oncall-reboot-none", AGENT_NS)
