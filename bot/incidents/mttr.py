@@ -14,14 +14,12 @@ before the alert), except time-to-diagnosis, which measures the bot's own speed:
 
 `acknowledged_at` is the first human action, `mitigated_at` the moment an action was verified.
 A figure is None when either of its timestamps is missing (e.g. an incident opened by a slash
-command has no `fired_at` until someone sets it). Per incident each figure is one duration; the
-"mean" in the names comes from `aggregate`.
+command has no `fired_at` until someone sets it). Per incident each figure is one duration; over
+many incidents they are summarised as p50/p90 (mttr_groups.py).
 """
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 
@@ -159,28 +157,3 @@ def format_duration(td: timedelta | None) -> str:
     units = [(days, "d"), (hours, "h"), (minutes, "m"), (0 if days else secs, "s")]
     parts = [f"{value}{unit}" for value, unit in units if value]
     return " ".join(parts) or "0s"
-
-
-@dataclass(frozen=True)
-class FigureSummary:
-    count: int  # incidents where the figure is known
-    mean: timedelta | None
-    median: timedelta | None
-
-
-def aggregate(figures: Iterable[MttrFigures]) -> dict[str, FigureSummary]:
-    """Mean and median of each figure over many incidents, ignoring unknown values."""
-    items = list(figures)
-    summary: dict[str, FigureSummary] = {}
-    for definition in DEFINITIONS:
-        known = [
-            value.total_seconds()
-            for item in items
-            if (value := getattr(item, definition.name)) is not None
-        ]
-        summary[definition.name] = FigureSummary(
-            count=len(known),
-            mean=timedelta(seconds=statistics.fmean(known)) if known else None,
-            median=timedelta(seconds=statistics.median(known)) if known else None,
-        )
-    return summary

@@ -6,14 +6,12 @@ The renderers (`postmortem.py`, Slack blocks, the terminal) only ever see `Incid
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime
 
 from sqlmodel import Session
 
 from bot.errors import NotFound
 from bot.incidents.costing import read_gpu_hours
-from bot.incidents.mttr import FigureSummary, MttrFigures, TimestampOrderError, aggregate
 from bot.incidents.mttr_groups import Group, summarize
 from bot.incidents.postmortem import render_postmortem
 from bot.incidents.story import ActionView, ApprovalView, ExtraFigure, Story, snapshot_from
@@ -134,24 +132,6 @@ def _gpu_hours(
         worked = f" ({'; '.join(term.worked)})" if term.worked else ""
         lines.append(ExtraFigure(f"GPU-hours: {label}", hours, term.formula + worked))
     return tuple(lines)
-
-
-def read_mttr_summary(
-    session: Session, *, since: datetime, until: datetime | None = None
-) -> dict[str, FigureSummary]:
-    """Mean/median figures over the incidents resolved in [since, until)."""
-    rows = store.list_resolved(session, since=since, until=until)
-    return aggregate(_figures_or_skip([incident_view(r) for r in rows]))
-
-
-def _figures_or_skip(views: Sequence[IncidentView]) -> list[MttrFigures]:
-    figures: list[MttrFigures] = []
-    for view in views:
-        try:
-            figures.append(view.figures())
-        except TimestampOrderError:
-            continue  # lifecycle refuses such writes; a hand-edited row must not break a summary
-    return figures
 
 
 def read_mttr_groups(

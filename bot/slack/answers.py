@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from bot.incidents.mttr import DEFINITIONS, FigureSummary, TimestampOrderError, format_duration
+from bot.incidents.mttr import DEFINITIONS, TimestampOrderError, format_duration
 from bot.incidents.views import EventView, IncidentView
 from bot.slack import messages
 from bot.slack.kit import Block, Line, context, divider, escape, fit, render_line, section
@@ -15,7 +15,6 @@ from bot.slack.messages import mention
 
 MAX_LISTED = 20
 MAX_EVENTS = 15
-_MTTR_COLUMNS = ("mttd", "time_to_diagnosis", "mttm", "mttr")
 
 
 @dataclass(frozen=True)
@@ -25,15 +24,6 @@ class RunbookRow:
     alerts: tuple[str, ...] = ()
     verbs: tuple[str, ...] = ()
     storms: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class MttrRow:
-    """One line of the MTTR table: a runbook (or `all`) and its mean figures."""
-
-    runbook: str
-    incidents: int
-    figures: Mapping[str, FigureSummary]
 
 
 def help_blocks(usage: Sequence[tuple[str, str]], verbs: Mapping[str, str]) -> list[Block]:
@@ -91,31 +81,6 @@ def _figures(view: IncidentView) -> str:
         if getattr(figures, d.name) is not None
     ]
     return "*Figures:* " + (" · ".join(parts) or "none yet")
-
-
-def mttr_blocks(label: str, rows: Sequence[MttrRow]) -> list[Block]:
-    """`/gpu mttr 7d`: mean MTTD / time to diagnosis / MTTM / MTTR per runbook, as a table."""
-    total = sum(row.incidents for row in rows if row.runbook != "all")
-    if total == 0:
-        return [section(messages.mttr_empty(label))]
-    names = {d.name: d.label for d in DEFINITIONS}
-    width = max(len(row.runbook) for row in rows) + 2
-    header = f"{'runbook':<{width}}{'n':>4}" + "".join(
-        f"{names[c]:>19}" if c == "time_to_diagnosis" else f"{names[c]:>10}" for c in _MTTR_COLUMNS
-    )
-    lines = [header]
-    for row in rows:
-        cells = "".join(
-            f"{format_duration(row.figures[c].mean):>19}"
-            if c == "time_to_diagnosis"
-            else f"{format_duration(row.figures[c].mean):>10}"
-            for c in _MTTR_COLUMNS
-        )
-        lines.append(f"{row.runbook:<{width}}{row.incidents:>4}{cells}")
-    table = "```\n" + "\n".join(lines) + "\n```"
-    formulas = " · ".join(f"{d.label} = {d.formula}" for d in DEFINITIONS if d.name != "mtta")
-    blocks = [section(messages.mttr_title(label, total)), section(table), context([formulas])]
-    return fit(blocks, pointer="`gpu-oncall incidents --all --json` for every incident")
 
 
 def runbooks_blocks(rows: Sequence[RunbookRow]) -> list[Block]:

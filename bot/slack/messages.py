@@ -94,7 +94,7 @@ def incident_page_link(ref: str, url: str | None) -> str:
 
 
 def mttr_title(label: str, count: int) -> str:
-    return f"*MTTR figures* for incidents resolved in the last {label} ({count} incidents, mean)"
+    return f"*MTTR figures* for incidents resolved in the last {label} ({count} incidents, p50/p90)"
 
 
 def mttr_empty(label: str) -> str:

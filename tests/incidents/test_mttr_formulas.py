@@ -2,8 +2,8 @@
 
 Covers: each figure's formula (all from fired_at except time to diagnosis, from detected_at);
 missing timestamps give None; out-of-order timestamps raise a ValueError naming both;
-`format_duration` output; `aggregate` mean and median ignoring unknown values; the published
-formula table in the module docstring matches the definitions.
+`format_duration` output; the published formula table in the module docstring matches the
+definitions.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from bot.incidents.mttr import (
     DEFINITIONS,
     MttrFigures,
     TimestampOrderError,
-    aggregate,
     compute_figures,
     format_duration,
 )
@@ -109,21 +108,6 @@ def test_out_of_order_timestamps_name_both(
 )
 def test_format_duration(td: timedelta | None, text: str) -> None:
     assert format_duration(td) == text
-
-
-def test_aggregate_gives_mean_and_median_of_known_values() -> None:
-    summary = aggregate(
-        [
-            MttrFigures(mttr=timedelta(minutes=10), mttd=timedelta(minutes=1)),
-            MttrFigures(mttr=timedelta(minutes=20)),
-            MttrFigures(mttr=timedelta(minutes=60)),
-        ]
-    )
-    assert summary["mttr"].count == 3
-    assert summary["mttr"].mean == timedelta(minutes=30)
-    assert summary["mttr"].median == timedelta(minutes=20)
-    assert (summary["mttd"].count, summary["mttd"].median) == (1, timedelta(minutes=1))
-    assert (summary["mtta"].count, summary["mtta"].mean, summary["mtta"].median) == (0, None, None)
 
 
 def test_the_docstring_table_publishes_every_formula() -> None:

@@ -16,10 +16,10 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bot.incidents.mttr import FigureSummary
 from bot.incidents.views import EventView, IncidentView
 from bot.slack import answers
 from bot.slack.blocks import ApprovalState, TriageView, thread_blocks, triage_blocks, triage_text
+from bot.slack.humans import mttr_blocks
 from bot.slack.kit import Block, Line, context, fit, section
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -236,11 +236,8 @@ def test_command_answers() -> None:
     detail = text_of(answers.incident_blocks(incident(acknowledged_by="U0BOB"), events))
     assert "acknowledged by <@U0BOB>" in detail and "… 15 earlier events" in detail
     assert "MTTD 10m" in detail
-    summary = {n: FigureSummary(1, timedelta(minutes=5), timedelta(minutes=5)) for n in
-               ("mttd", "mtta", "time_to_diagnosis", "mttm", "mttr")}  # fmt: skip
-    table = text_of(answers.mttr_blocks("7d", [answers.MttrRow("ecc-storm", 1, summary)]))
-    assert "ecc-storm" in table and "5m" in table and "MTTR = resolved_at - fired_at" in table
-    assert "No incident was resolved in the last 7d" in text_of(answers.mttr_blocks("7d", []))
+    empty = text_of(mttr_blocks("7d", [], by="runbook"))
+    assert "No incident was resolved in the last 7d" in empty
     rows = [answers.RunbookRow("ecc-storm", "ECC error storm", ("GPUEccStorm",), ("ecc",))]
     assert "`/gpu ecc`" in text_of(answers.runbooks_blocks(rows))
     help_text = text_of(answers.help_blocks((("help", "this list"),), {"ecc": "ecc-storm"}))
