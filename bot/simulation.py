@@ -151,10 +151,6 @@ def sim_telemetry(
     return SimTelemetry(fleet, signals, host_labels=dict(host_labels))
 
 
-def exporter_app(fleet: Fleet) -> ExporterApp:
-    """The fleet's exporters, for the bot's `/sim/metrics` mount."""
-    return ExporterApp(fleet, prefix="/sim")
-
 
 class WriteThroughCluster:
     """SimCluster whose every write is followed by `Simulation.save()`: the write-through

@@ -157,18 +157,6 @@ def finish_work(
     return int(session.exec(statement).rowcount) == 1
 
 
-def postpone(
-    session: Session, *, work_id: int, owner: str, due_at: datetime, error: str | None = None
-) -> bool:
-    """Give a claimed row back to be retried at `due_at` (e.g. a transient failure)."""
-    statement = (
-        update(WorkItem)
-        .where(col(WorkItem.id) == work_id, col(WorkItem.owner) == owner)
-        .where(col(WorkItem.state) == PENDING)
-        .values(owner=None, lease_expires_at=None, due_at=due_at, last_error=error)
-    )
-    return int(session.exec(statement).rowcount) == 1
-
 
 def exhausted(
     session: Session, *, at: datetime, max_attempts: int, due_by: datetime | None = None

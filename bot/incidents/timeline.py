@@ -66,8 +66,3 @@ MACHINE_ACTORS: frozenset[str] = frozenset({BOT, ALERTMANAGER, "scheduler", "sys
 def is_human_actor(actor: str) -> bool:
     """True for a Slack user id or `cli:<user>`; False for the bot and other machines."""
     return bool(actor) and actor not in MACHINE_ACTORS
-
-
-def cli_actor(user: str) -> str:
-    """The actor name of a person using the command line."""
-    return f"cli:{user}"
