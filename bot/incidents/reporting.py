@@ -137,8 +137,18 @@ def _gpu_hours(
 def read_mttr_groups(
     session: Session, *, since: datetime, until: datetime, by: str
 ) -> list[Group]:
-    """p50/p90 of each figure and the GPU-hours lost, over the incidents resolved in
-    [since, until), grouped `by` runbook, layer or week (checks are not incidents: left out)."""
-    rows = store.list_resolved(session, since=since, until=until)
-    costs = {row.id or 0: read_gpu_hours(session, row, now=until).total for row in rows}
+    """p50/p90 of each figure and the GPU-hours lost, over the incidents resolved since `since`,
+    grouped `by` runbook, layer or week (checks are not incidents: left out). No upper bound: a
+    replica whose clock runs ahead (or the simulator's) may have resolved one "after" `until`.
+    GPU-hours are the figure stored at resolution (the one `/metrics` counts); only an incident
+    resolved before it was stored has it computed from its records (as of `until`)."""
+    rows = store.list_resolved(session, since=since)
+    costs = {
+        row.id or 0: (
+            row.gpu_hours_lost
+            if row.gpu_hours_lost is not None
+            else read_gpu_hours(session, row, now=until).total
+        )
+        for row in rows
+    }
     return summarize([incident_view(r) for r in rows], by=by, gpu_hours=costs)

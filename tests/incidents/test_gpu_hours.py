@@ -17,11 +17,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy.engine import Engine
 
+from bot.clock import FakeClock
 from bot.incidents.costing import jobs_of, removals_of
 from bot.incidents.gpu_hours import IdleJob, Removal, compute_gpu_hours, render_gpu_hours
+from bot.incidents.reporting import read_mttr_groups
+from storage.db import session_scope
 from storage.tables import ActionRow, TimelineEvent
 from tests.cli.cli_process import cli_output, metrics_exposition
+from tests.incidents.incident_helpers import open_ecc_storm
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -134,3 +139,20 @@ def test_the_demo_drain_and_its_job_cost_gpu_hours_everywhere_alike(tmp_path: Pa
     lines = metrics_exposition(tmp_path).splitlines()
     (line,) = [x for x in lines if x.startswith("gpu_oncall_lost_gpu_seconds_sum")]
     assert float(line.rsplit(" ", 1)[1]) == pytest.approx(cost["total"] * 3600)
+
+
+def test_mttr_groups_count_a_resolution_stamped_ahead_and_use_the_stored_gpu_hours(
+    engine: Engine, clock: FakeClock
+) -> None:
+    """A replica whose clock runs ahead (or the simulator's) resolved the incident "after" the
+    reader's now: it still counts, with the GPU-hours figure stored at its resolution."""
+    with session_scope(engine) as session:
+        incident = open_ecc_storm(session, clock, fired=clock.now() - timedelta(minutes=10))
+        incident.state, incident.resolved_at = "resolved", clock.now() + timedelta(minutes=5)
+        incident.gpu_hours_lost = 12.5
+        session.add(incident)
+    with session_scope(engine) as session:
+        (group,) = read_mttr_groups(
+            session, since=clock.now() - timedelta(days=1), until=clock.now(), by="runbook"
+        )
+    assert (group.key, group.incidents, group.gpu_hours) == ("ecc-storm", 1, 12.5)
