@@ -17,7 +17,7 @@ demo: venv
 	$(BIN)/gpu-oncall demo --yes
 
 lint: venv
-	$(BIN)/ruff check bot integrations storage tests bench
+	$(BIN)/ruff check bot integrations simulator storage tests bench
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

@@ -21,15 +21,15 @@ from pathlib import Path
 
 import pytest
 
-from bot.bundles import read_bundle
 from bot.errors import UserInputError
+from bot.intake.bundles import read_bundle
 
 FIXTURES = Path(__file__).parents[1] / "diagnosis" / "fixtures" / "evidence"
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "bot.cli", *args], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "bot.cli.main", *args], capture_output=True, text=True, timeout=60
     )
 
 

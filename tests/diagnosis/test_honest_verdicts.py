@@ -10,10 +10,10 @@ terminal shows them.
 
 from __future__ import annotations
 
+from bot.cli.terminal import render_verdict
 from bot.diagnosis.findings import CheckOutcome, CheckStatus, Culprit, Finding
 from bot.diagnosis.layers import Layer, Severity
 from bot.diagnosis.localizing import MAX_UNKNOWN_PENALTY, Verdict, localize
-from bot.terminal import render_verdict
 
 
 def fired(check: str, layer: Layer) -> CheckOutcome:

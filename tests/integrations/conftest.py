@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from integrations.signals import SignalCatalog, load_signal_catalog
-from integrations.sim import SCENARIO_DIR, Fleet, SimCluster, SimTelemetry, load_scenario
-from integrations.sim.scenarios import parse_scenario
 from runbooks import SIGNALS_FILE
+from simulator import SCENARIO_DIR, Fleet, SimCluster, SimTelemetry, load_scenario
+from simulator.scenarios import parse_scenario
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 

@@ -20,9 +20,9 @@ import pytest
 
 from integrations.cluster import Outcome
 from integrations.errors import NodeNotFound, PodNotFound, ScenarioError
-from integrations.sim import Fleet, SimCluster, SimTelemetry
-from integrations.sim.scenarios import FaultSpec
 from integrations.telemetry import SignalQuery
+from simulator import Fleet, SimCluster, SimTelemetry
+from simulator.scenarios import FaultSpec
 
 Sim = Callable[..., tuple[Fleet, SimTelemetry, SimCluster]]
 GRACE = timedelta(seconds=30)

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from integrations.sim import Fleet, SimCluster, SimTelemetry
-from integrations.sim.faults import FAULT_KINDS
-from integrations.sim.scenarios import FaultSpec
 from integrations.telemetry import SignalQuery
+from simulator import Fleet, SimCluster, SimTelemetry
+from simulator.faults import FAULT_KINDS
+from simulator.scenarios import FaultSpec
 
 Sim = Callable[..., tuple[Fleet, SimTelemetry, SimCluster]]
 #: kern.log as rsyslog writes it: RFC 3339 stamp, host, `kernel:`, the dmesg stamp, the text.

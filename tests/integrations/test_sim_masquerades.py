@@ -17,8 +17,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from integrations.sim import Fleet, SimCluster, SimTelemetry
 from integrations.telemetry import SignalQuery
+from simulator import Fleet, SimCluster, SimTelemetry
 
 Sim = Callable[..., tuple[Fleet, SimTelemetry, SimCluster]]
 JOB = "llm-pretrain"

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from integrations.sim import Fleet, SimCluster, SimTelemetry
-from integrations.sim.telemetry import histogram_quantile
 from integrations.telemetry import SignalQuery
+from simulator import Fleet, SimCluster, SimTelemetry
+from simulator.telemetry import histogram_quantile
 
 Sim = Callable[..., tuple[Fleet, SimTelemetry, SimCluster]]
 SERVICE = "vllm-chat"

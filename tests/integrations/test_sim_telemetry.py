@@ -18,9 +18,9 @@ import pytest
 
 from integrations.errors import UnknownSignal
 from integrations.signals import SignalCatalog
-from integrations.sim import Fleet, SimCluster, SimTelemetry
-from integrations.sim.scenarios import parse_scenario
 from integrations.telemetry import SignalQuery, SignalResult
+from simulator import Fleet, SimCluster, SimTelemetry
+from simulator.scenarios import parse_scenario
 
 Sim = Callable[..., tuple[Fleet, SimTelemetry, SimCluster]]
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -13,8 +13,8 @@ from datetime import timedelta
 
 import pytest
 
-from integrations.sim import Fleet, SimCluster, SimTelemetry
 from integrations.telemetry import SignalQuery
+from simulator import Fleet, SimCluster, SimTelemetry
 
 Sim = Callable[..., tuple[Fleet, SimTelemetry, SimCluster]]
 STORM = [{"kind": "ecc_dbe_storm", "node": "gpu-node-03", "gpu": 5, "start": "10m"}]

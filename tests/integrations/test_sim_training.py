@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from integrations.sim import Fleet, SimCluster, SimTelemetry
 from integrations.telemetry import SignalQuery
+from simulator import Fleet, SimCluster, SimTelemetry
 
 Sim = Callable[..., tuple[Fleet, SimTelemetry, SimCluster]]
 JOB = "llm-pretrain"

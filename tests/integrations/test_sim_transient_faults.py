@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from integrations.errors import ScenarioError
-from integrations.sim import Fleet, SimCluster, SimTelemetry
-from integrations.sim.scenarios import parse_scenario
 from integrations.telemetry import SignalQuery
+from simulator import Fleet, SimCluster, SimTelemetry
+from simulator.scenarios import parse_scenario
 
 Sim = Callable[..., tuple[Fleet, SimTelemetry, SimCluster]]
 NODE = "gpu-node-03"

@@ -62,8 +62,8 @@ from servers.world import World, runbook_signals, start_world
 from sqlmodel import select
 
 from integrations.signals import load_signal_catalog
-from integrations.sim import Fleet, load_scenario
 from runbooks import SIGNALS_FILE
+from simulator import Fleet, load_scenario
 from storage.db import make_engine, session_scope
 from storage.tables import ActionRow, ApprovalRow, Incident, RunbookRun, TimelineEvent
 from tests.servers.fake_kube import FakeKube, Stall, start_fake_kube
