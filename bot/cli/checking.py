@@ -10,9 +10,11 @@ Rendering is here too: a table, or JSON.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 from typing import Any
 
+from bot.cli.terminal import Terminal
 from bot.config import Settings
 from integrations.cluster import Permission
 
@@ -96,3 +98,16 @@ def render_check(check: ClusterCheck) -> list[str]:
         "(kubectl apply -k deploy/kubernetes/base) and run `gpu-oncall cluster check` again."
     )
     return lines
+
+
+def cluster_check(settings: Settings, term: Terminal, *, as_json: bool) -> int:
+    """`gpu-oncall cluster check`: which permissions the bot needs the configured identity holds
+    (SelfSubjectAccessReview per permission). Exit 0 when all are granted, 1 when some are not."""
+    report = check_cluster(settings)
+    if as_json:
+        term.line(json.dumps(report.to_dict(), indent=2))
+    else:
+        for line in render_check(report):
+            term.line(line)
+    return 0 if report.ok else 1
+

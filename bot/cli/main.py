@@ -6,8 +6,8 @@ id, the traceback goes to the log). A closed standard output stops the printing,
 Start-up is part of the interface: `--help` and the incident reads answer at once because this
 module imports only the standard library and the error trees at load time. Each command's
 module is imported inside its dispatch branch: the reads and human verbs (`bot.cli.listings`,
-`bot.cli.incident_verbs`) never load LangGraph, Slack or Kubernetes; `bot.cli.commands` (runs,
-serve) does. Add a command the same way: a subparser here, and an import inside its branch.
+`bot.cli.incident_verbs`) never load LangGraph, Slack or Kubernetes; `bot.cli.runs` and
+`bot.cli.serve` do. Add a command the same way: a subparser here, and an import inside its branch.
 """
 
 from __future__ import annotations
@@ -317,34 +317,12 @@ def dispatch(args: argparse.Namespace, settings: Settings, term: Terminal) -> in
             pinned=args.pinned,
             output=args.output,
         )
-    from bot.cli import commands  # runs, approvals, serve...: the engine, LangGraph, Slack
-
-    if args.command == "demo":
-        return commands.demo(settings, term, scenario=args.scenario, yes=args.yes, user=user)
-    if args.command == "diagnose":
-        return commands.run_runbook(
-            settings,
-            term,
-            runbook="node-diagnose",
-            inputs={"node": args.node},
-            scenario=args.scenario,
-            as_json=args.json,
-            yes=args.yes,
-            user=user,
-        )
-    if args.command == "run":
-        return commands.run_runbook(
-            settings,
-            term,
-            runbook=args.runbook,
-            inputs=parse_pairs(args.inputs),
-            scenario=args.scenario,
-            as_json=args.json,
-            yes=args.yes,
-            user=user,
-        )
+    if args.command in ("demo", "diagnose", "run", "approve", "reject"):
+        return _runs(args, settings, term, user=user)
     if args.command == "serve":
-        return commands.serve(
+        from bot.cli.serve import serve
+
+        return serve(
             settings,
             term,
             host=args.host,
@@ -352,8 +330,51 @@ def dispatch(args: argparse.Namespace, settings: Settings, term: Terminal) -> in
             scenario=args.scenario,
             socket_mode=args.socket_mode,
         )
+    if args.command == "eval":
+        from bot.cli.simulated import evaluate
+
+        return evaluate(settings, term, paths=args.paths, as_json=args.json)
+    if args.command == "sim":
+        from bot.cli.simulated import sim_serve
+
+        return sim_serve(term, scenario=args.scenario, host=args.host, port=args.port)
+    if args.command == "classify-log":
+        from bot.cli.evidence import classify_log
+
+        return classify_log(term, source=args.file, as_json=args.json)
+    if args.command == "triage-bundle":
+        from bot.cli.evidence import triage_bundle
+
+        return triage_bundle(term, path=args.path, as_json=args.json)
+    if args.command == "runbooks":
+        from bot.cli import runbooks
+
+        if args.runbooks_command == "validate":
+            return runbooks.validate_runbooks(settings, term, paths=args.paths)
+        if args.runbooks_command == "list":
+            return runbooks.list_runbooks(settings, term)
+        return runbooks.graph_runbook(settings, term, name=args.name)
+    if args.command == "cluster":
+        from bot.cli.checking import cluster_check
+
+        return cluster_check(settings, term, as_json=args.json)
+    if args.command == "db":
+        from bot.cli import db
+
+        if args.db_command == "upgrade":
+            return db.db_upgrade(settings, term)
+        return db.db_current(settings, term)
+    raise UserInputError(f"unknown command '{args.command}'")
+
+
+def _runs(args: argparse.Namespace, settings: Settings, term: Terminal, *, user: str) -> int:
+    """Runs of runbooks and their approvals: the engine and LangGraph (bot/cli/runs.py)."""
+    from bot.cli import runs
+
+    if args.command == "demo":
+        return runs.demo(settings, term, scenario=args.scenario, yes=args.yes, user=user)
     if args.command in ("approve", "reject"):
-        return commands.decide(
+        return runs.decide(
             settings,
             term,
             ref=args.ref,
@@ -363,27 +384,17 @@ def dispatch(args: argparse.Namespace, settings: Settings, term: Terminal) -> in
             scenario=args.scenario,
             as_json=args.json,
         )
-    if args.command == "eval":
-        return commands.evaluate(settings, term, paths=args.paths, as_json=args.json)
-    if args.command == "classify-log":
-        return commands.classify_log(term, source=args.file, as_json=args.json)
-    if args.command == "triage-bundle":
-        return commands.triage_bundle(term, path=args.path, as_json=args.json)
-    if args.command == "runbooks":
-        if args.runbooks_command == "validate":
-            return commands.validate_runbooks(settings, term, paths=args.paths)
-        if args.runbooks_command == "list":
-            return commands.list_runbooks(settings, term)
-        return commands.graph_runbook(settings, term, name=args.name)
-    if args.command == "cluster":
-        return commands.cluster_check(settings, term, as_json=args.json)
-    if args.command == "db":
-        if args.db_command == "upgrade":
-            return commands.db_upgrade(settings, term)
-        return commands.db_current(settings, term)
-    if args.command == "sim":
-        return commands.sim_serve(term, scenario=args.scenario, host=args.host, port=args.port)
-    raise UserInputError(f"unknown command '{args.command}'")
+    diagnose = args.command == "diagnose"
+    return runs.run_runbook(
+        settings,
+        term,
+        runbook="node-diagnose" if diagnose else args.runbook,
+        inputs={"node": args.node} if diagnose else parse_pairs(args.inputs),
+        scenario=args.scenario,
+        as_json=args.json,
+        yes=args.yes,
+        user=user,
+    )
 
 
 def _read(args: argparse.Namespace, settings: Settings, term: Terminal) -> int:
