@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
+from integrations import durations
 from integrations.errors import InvalidName
 from integrations.signals import SignalSpec
 
@@ -25,7 +26,6 @@ _RE2_META = frozenset("\\.+*?()|[]{}^$")
 #: Resolution of the subqueries `changes` and `avg_over_time` run over: dcgm-exporter's 30 s
 #: collect interval (the simulated fleet samples its range functions on the same grid).
 GRID_STEP = timedelta(seconds=30)
-_UNITS = (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000), ("ms", 1))
 _OPS = frozenset({"=", "!=", "=~", "!~"})
 
 
@@ -97,14 +97,10 @@ def render_selector(metric: str, matchers: Sequence[Matcher]) -> str:
 
 
 def render_duration(delta: timedelta) -> str:
-    """A PromQL duration in the largest unit that divides it: `15m`, `30s`, `1500ms`."""
-    millis = round(delta.total_seconds() * 1000)
-    if millis <= 0:
+    """A PromQL range in the largest unit that divides it: `15m`, `30s`, `1500ms`."""
+    if delta <= timedelta(0):
         raise ValueError(f"a PromQL range must be positive, not {delta}")
-    for unit, size in _UNITS:
-        if millis % size == 0:
-            return f"{millis // size}{unit}"
-    raise AssertionError("unreachable: 1 ms divides every duration")
+    return durations.render_duration(delta)
 
 
 def node_matchers(host_label: str, nodes: Sequence[str]) -> list[Matcher]:

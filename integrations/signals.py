@@ -17,6 +17,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from integrations import durations
 from integrations.errors import IntegrationError, UnknownSignal
 
 Source = Literal["dcgm", "node_exporter", "kube_state_metrics", "vllm", "job", "scrape"]
@@ -112,7 +113,7 @@ class SignalSpec(BaseModel):
     """For a gauge that holds its last value after the fault is gone (dcgm-exporter's XID
     gauge): the `fn: changes` signal over the same metric. A non-zero sample counts only when
     its series changed within `changed_within`; otherwise it is a held value (stale)."""
-    changed_within: str = Field(default="24h", pattern=r"^\d+(s|m|h|d)$")
+    changed_within: str = Field(default="24h", pattern=durations.PATTERN)
     """How recent the last change of a `changed_by` gauge must be for its value to count."""
 
     @model_validator(mode="after")

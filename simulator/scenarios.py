@@ -7,7 +7,6 @@ reference the fleet cannot satisfy, raises ScenarioError naming the file and the
 
 from __future__ import annotations
 
-import re
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
@@ -25,6 +24,7 @@ from pydantic import (
 )
 from pydantic import model_validator as _model_validator
 
+from integrations.durations import parse_offset, render_duration
 from integrations.errors import InvalidName, ScenarioError
 from integrations.names import expand_nodes
 from simulator.faults import FAULT_KINDS
@@ -32,10 +32,6 @@ from simulator.scenario_checks import reference_problems
 from simulator.topology import node_names
 
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
-
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-_OFFSET = re.compile(r"^(?P<sign>[+-])?(?P<body>(\d+(\.\d+)?(ms|s|m|h|d))+)$")
-_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 
 Layer = Literal[
     "facility",
@@ -49,32 +45,8 @@ Layer = Literal[
 ]
 
 
-def parse_offset(value: object) -> timedelta:
-    """`-10m`, `30s`, `1h30m`, `+2m` (or a number of seconds) -> timedelta; negative = past."""
-    if isinstance(value, timedelta):
-        return value
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return timedelta(seconds=float(value))
-    text = str(value).strip().replace(" ", "")
-    match = _OFFSET.match(text)
-    if match is None:
-        raise ValueError(f"invalid duration '{value}': use e.g. -10m, 30s, 1h, 1h30m")
-    seconds = sum(float(n) * _UNITS[unit] for n, unit in _PART.findall(match["body"]))
-    return timedelta(seconds=-seconds if match["sign"] == "-" else seconds)
-
-
-def render_offset(value: timedelta) -> str:
-    """The inverse of `parse_offset`: `-10m`, `30s`, `1h`, `1500ms`."""
-    millis = round(value.total_seconds() * 1000)
-    sign, millis = ("-" if millis < 0 else ""), abs(millis)
-    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
-        if millis % size == 0 and millis:
-            return f"{sign}{millis // size}{unit}"
-    return f"{sign}{millis}ms" if millis else "0s"
-
-
 Offset = Annotated[
-    timedelta, BeforeValidator(parse_offset), PlainSerializer(render_offset, return_type=str)
+    timedelta, BeforeValidator(parse_offset), PlainSerializer(render_duration, return_type=str)
 ]
 
 

@@ -6,7 +6,6 @@ talk to Slack or the terminal themselves (presentation renders their results).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -23,6 +22,7 @@ from bot.actions.coexistence import (
 from bot.actions.policy import Risk
 from bot.clock import Clock
 from bot.errors import UserInputError
+from integrations import durations
 from integrations.alertmanager import Matcher, Silences
 from integrations.cluster import Cluster, DrainReport, NodeInfo, Outcome
 from integrations.names import check_node_name
@@ -277,27 +277,15 @@ def _silence(ctx: ActionContext, target: str, params: Mapping[str, Any]) -> Acti
     outcome = Outcome.CHANGED if changed else Outcome.ALREADY_DONE
     what = "silenced" if changed else "already silenced"
     data = {"silence_ids": ids, "matchers": shown, "duration_seconds": duration.total_seconds()}
-    return ActionResult(outcome.value, f"{node}: alerts {what} for {_show(duration)}", data)
-
-
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|d)$")
+    shown_for = durations.render_duration(duration)
+    return ActionResult(outcome.value, f"{node}: alerts {what} for {shown_for}", data)
 
 
 def _duration(value: Any) -> timedelta:
-    if isinstance(value, int | float):
-        return timedelta(seconds=float(value))
-    match = _DURATION.match(str(value).strip())
-    if match is None:
-        raise UserInputError(f"silence: invalid duration '{value}' (use e.g. 30m, 2h, 1d)")
-    return timedelta(seconds=float(match[1]) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[match[2]])
-
-
-def _show(duration: timedelta) -> str:
-    seconds = int(duration.total_seconds())
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds % size == 0 and seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
+    try:
+        return durations.parse_duration(value)
+    except durations.InvalidDuration as exc:
+        raise UserInputError(f"silence: {exc}") from exc
 
 
 def render_ticket(*, queue: str, target: str, incident: str, verdict: Mapping[str, Any]) -> Ticket:

@@ -370,6 +370,7 @@ def dispatch(args: argparse.Namespace, settings: Settings, term: Terminal) -> in
 def _runs(args: argparse.Namespace, settings: Settings, term: Terminal, *, user: str) -> int:
     """Runs of runbooks and their approvals: the engine and LangGraph (bot/cli/runs.py)."""
     from bot.cli import runs
+    from bot.intake.commands import parse_pairs
 
     if args.command == "demo":
         return runs.demo(settings, term, scenario=args.scenario, yes=args.yes, user=user)
@@ -435,25 +436,6 @@ def _record(args: argparse.Namespace, settings: Settings, term: Terminal, *, act
     reason = " ".join(args.reason)
     return verbs.fired(settings, term, ref=ref, when=args.time, reason=reason, actor=actor)
 
-
-def parse_pairs(pairs: Sequence[str]) -> dict[str, Any]:
-    """`key=value` arguments -> dict. A malformed pair names itself."""
-    from bot.intake.commands import MAX_COMMAND_CHARS, MAX_INPUTS
-
-    if len(pairs) > MAX_INPUTS:
-        raise UserInputError(f"{len(pairs)} KEY=VALUE inputs given; at most {MAX_INPUTS}")
-    inputs: dict[str, Any] = {}
-    for pair in pairs:
-        if len(pair) > MAX_COMMAND_CHARS:
-            raise UserInputError(
-                f"input '{pair[:40]}...' has {len(pair)} characters; at most {MAX_COMMAND_CHARS} "
-                "(use node ranges such as gpu-node-[000-511] for many nodes)"
-            )
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise UserInputError(f"input '{pair}' is not KEY=VALUE")
-        inputs[key] = value
-    return inputs
 
 
 class ConfigurationError(UserInputError):

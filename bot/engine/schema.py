@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from integrations import durations
+
 STEP_ID = r"^[a-z][a-z0-9_]*$"
 
 
@@ -116,7 +118,7 @@ class ApproveSpec(_Strict):
 
 
 RiskName = Literal["low", "medium", "high"]
-DURATION = r"^\d+(\.\d+)?(s|m|h|d)$"
+DURATION = durations.PATTERN
 
 
 class AutoApproveRule(_Strict):

@@ -23,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 
+from integrations.durations import format_duration as format_duration
+
 
 @dataclass(frozen=True)
 class MttrFigures:
@@ -140,20 +142,3 @@ def compute_figures(
 
 def _between(start: datetime | None, end: datetime | None) -> timedelta | None:
     return None if start is None or end is None else end - start
-
-
-def format_duration(td: timedelta | None) -> str:
-    """`2m 14s`, `1h 5s`, `3d 4h`, `150ms`, `0s`; `n/a` for None. Zero units are left out."""
-    if td is None:
-        return "n/a"
-    if td < timedelta(0):
-        return "-" + format_duration(-td)
-    if timedelta(0) < td < timedelta(seconds=1):
-        return f"{round(td.total_seconds() * 1000)}ms"
-    seconds = round(td.total_seconds())
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    units = [(days, "d"), (hours, "h"), (minutes, "m"), (0 if days else secs, "s")]
-    parts = [f"{value}{unit}" for value, unit in units if value]
-    return " ".join(parts) or "0s"

@@ -16,13 +16,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, time, timedelta
 
 from bot.errors import UserInputError
+from integrations import durations
 from integrations.errors import InvalidName
 from integrations.names import check_node_name
 
 _KEY = re.compile(r"^[a-z_][a-z0-9_]*$")
 _INCIDENT = re.compile(r"^(?:inc-?)?(\d{1,9})$", re.IGNORECASE)
-_WINDOW = re.compile(r"^(\d{1,4})([mhdw])$")
-_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 MAX_WINDOW = timedelta(days=366)
 DEFAULT_WINDOW = "7d"
 MAX_COMMAND_CHARS = 4096
@@ -416,25 +415,31 @@ def parse_incident_id(text: str) -> int:
 
 
 def parse_window(text: str) -> timedelta:
-    """`90m`, `24h`, `7d`, `2w` -> a timedelta of at most a year."""
-    match = _WINDOW.match(text.strip().lower())
-    if match is None:
+    """`90m`, `24h`, `7d`, `2w` (integrations/durations.py) -> a timedelta of at most a year."""
+    try:
+        window = durations.parse_duration(text.strip().lower())
+    except durations.InvalidDuration:
         raise UserInputError(
-            f"'{text}' is not a window (a number and a unit m, h, d or w: 90m, 24h, 7d, 2w)"
-        )
-    window = timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+            f"'{text}' is not a window (a duration such as 90m, 24h, 7d, 2w)"
+        ) from None
     if not timedelta(0) < window <= MAX_WINDOW:
         raise UserInputError(f"window '{text}' must be more than 0 and at most 366d")
     return window
 
 
 def parse_pairs(pairs: Iterable[str], *, where: str = "input") -> dict[str, str]:
-    """`key=value` words -> a dict. Malformed pairs, bad keys and repeated keys are refused."""
+    """`key=value` words -> a dict, for `/gpu run` and `gpu-oncall run` alike. Malformed pairs,
+    bad keys, repeated keys and over-long pairs are refused."""
     pairs = list(pairs)
     if len(pairs) > MAX_INPUTS:
         raise UserInputError(f"{len(pairs)} {where}s given; at most {MAX_INPUTS}")
     inputs: dict[str, str] = {}
     for pair in pairs:
+        if len(pair) > MAX_COMMAND_CHARS:
+            raise UserInputError(
+                f"{where} '{pair[:40]}...' has {len(pair)} characters; at most "
+                f"{MAX_COMMAND_CHARS} (use node ranges such as gpu-node-[000-511] for many nodes)"
+            )
         key, sep, value = pair.partition("=")
         if not sep or not _KEY.match(key) or not value:
             raise UserInputError(

@@ -97,7 +97,8 @@ def test_diagnose_healthy_node_json(tmp_path: Path) -> None:
         (["diagnose", "Bad_Node!"], "invalid node name 'Bad_Node!'"),
         (["postmortem", "INC-404"], "unknown incident 'INC-404'"),
         (["approve", "INC-404"], "no incident or run 'INC-404'"),
-        (["run", "ecc-storm", "node"], "input 'node' is not KEY=VALUE"),
+        (["run", "ecc-storm", "node"], "input 'node' is not key=value"),
+        (["run", "ecc-storm", "node=gpu-node-01", "node=gpu-node-02"], "'node' is given twice"),
         (["run", "nope"], "unknown runbook 'nope'"),
         (
             ["run", "node-storm", "nodes=gpu-node-01,Bad_Node!"],

@@ -112,7 +112,7 @@ def test_unknown_verb_replies_with_the_valid_verbs() -> None:
         ("incident 42x", "'42x' is not an incident id (use INC-42 or 42"),
         ("ack INC-0", "'INC-0' is not an incident id"),
         ("incidents open", "/gpu incidents takes no argument or 'all'"),
-        ("mttr 7", "'7' is not a window (a number and a unit m, h, d or w: 90m, 24h, 7d, 2w)"),
+        ("mttr 7", "'7' is not a window (a duration such as 90m, 24h, 7d, 2w)"),
         ("mttr 0d", "window '0d' must be more than 0"),
         ("mttr 400d", "at most 366d"),
         ("mttr 7d 24h", "/gpu mttr takes one window"),

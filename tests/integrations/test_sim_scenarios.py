@@ -16,10 +16,12 @@ from typing import Any
 
 import pytest
 
+from integrations.durations import parse_offset
+from integrations.durations import render_duration as render_offset
 from integrations.errors import ScenarioError
 from simulator import SCENARIO_DIR, load_scenario
 from simulator.faults import FAULT_KINDS
-from simulator.scenarios import parse_offset, parse_scenario, render_offset
+from simulator.scenarios import parse_scenario
 from simulator.topology import node_names
 
 SHIPPED = sorted(SCENARIO_DIR.glob("*.yaml"))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from datetime import timedelta
 from typing import Any
 
@@ -10,28 +9,20 @@ from bot.engine.loading import LoadedRunbook
 from bot.engine.schema import Step
 from bot.engine.state import RunState, step_context
 from bot.errors import UserInputError
+from integrations import durations
 from integrations.names import expand_nodes
-
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)$")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
 def parse_duration(text: str | float | int) -> timedelta:
-    """'30s', '15m', '1h', '7d' -> timedelta. A bare number is seconds."""
-    if isinstance(text, int | float):
-        return timedelta(seconds=float(text))
-    match = _DURATION.match(str(text).strip())
-    if match is None:
-        raise UserInputError(f"invalid duration '{text}' (use e.g. 30s, 15m, 1h, 7d)")
-    return timedelta(seconds=float(match[1]) * _UNITS[match[2]])
+    """'30s', '15m', '1h', '7d' -> timedelta (integrations/durations.py); a number is seconds."""
+    try:
+        return durations.parse_duration(text)
+    except durations.InvalidDuration as exc:
+        raise UserInputError(str(exc)) from exc
 
 
 def format_window(delta: timedelta) -> str:
-    seconds = int(delta.total_seconds())
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds % size == 0 and seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
+    return durations.render_duration(delta)
 
 
 def render_with(loaded: LoadedRunbook, step: Step, key: str, state: RunState) -> str | None:
