@@ -85,6 +85,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--host", help="listen address (default: server.host, 127.0.0.1)")
     serve.add_argument("--port", type=int, help="listen port (default: server.port, 8080)")
+    serve.add_argument(
+        "--demo",
+        action="store_true",
+        help="serve the simulated fleet (both ports sim); without it, serve needs "
+        "GPU_ONCALL_CLUSTER and GPU_ONCALL_TELEMETRY set",
+    )
     serve.add_argument("--scenario", type=Path, help="scenario file for the simulated fleet")
     serve.add_argument(
         "--socket-mode",
@@ -329,6 +335,7 @@ def dispatch(args: argparse.Namespace, settings: Settings, term: Terminal) -> in
             port=args.port,
             scenario=args.scenario,
             socket_mode=args.socket_mode,
+            demo=args.demo,
         )
     if args.command == "eval":
         from bot.cli.simulated import evaluate

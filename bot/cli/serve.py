@@ -19,6 +19,7 @@ def serve(
     port: int | None,
     scenario: Path | None,
     socket_mode: bool = False,
+    demo: bool = False,
 ) -> int:
     """`gpu-oncall serve`: run the HTTP server until Ctrl-C or SIGTERM; with `socket_mode`,
     Slack events arrive over a Socket Mode connection instead of `POST /slack/events`."""
@@ -28,6 +29,7 @@ def serve(
     from bot.work.scheduler import Jobs
     from storage.leader import make_leadership
 
+    settings = serving_ports(settings, demo=demo)
     if socket_mode and (settings.slack.bot_token is None or settings.slack.app_token is None):
         raise UserInputError(
             "--socket-mode needs Slack: set GPU_ONCALL_SLACK__BOT_TOKEN and "
@@ -79,3 +81,24 @@ def serve(
             if socket is not None:
                 socket.close()
     return 0
+
+
+def serving_ports(settings: Settings, *, demo: bool) -> Settings:
+    """The settings `serve` runs with. A deployment that misses its ConfigMap must not quietly
+    serve a simulated fleet: both ports are named explicitly (`sim` included), or `--demo`
+    chooses the simulator for both."""
+    if demo:
+        return settings.model_copy(update={"cluster": "sim", "telemetry": "sim"})
+    named = settings.model_fields_set
+    unset = [f"GPU_ONCALL_{port.upper()}" for port in PORTS if port not in named]
+    if unset:
+        raise UserInputError(
+            f"serve: {' and '.join(unset)} not set: point the bot at a real cluster and "
+            "Prometheus (GPU_ONCALL_CLUSTER=kubernetes, GPU_ONCALL_TELEMETRY=prometheus; "
+            "docs/operations.md), or serve the simulated fleet with --demo"
+        )
+    return settings
+
+
+#: The two ports `serve` needs named: where actions go and where signals come from.
+PORTS = ("cluster", "telemetry")

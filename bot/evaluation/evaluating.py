@@ -97,7 +97,10 @@ def isolated(settings: Settings) -> Settings:
     the run stops at its approval) in dry-run."""
     storage = settings.storage.model_copy(update={"url": "sqlite://"})
     policy = settings.policy.model_copy(update={"auto_approve_risks": [], "dry_run": True})
-    return settings.model_copy(update={"storage": storage, "policy": policy})
+    # Scenarios are simulated by definition: both ports are the simulator, whatever the
+    # caller's settings point at (a real cluster is never touched by an evaluation).
+    ports = {"cluster": "sim", "telemetry": "sim"}
+    return settings.model_copy(update={"storage": storage, "policy": policy, **ports})
 
 
 def _run_one(rt: Runtime, scenario: Scenario) -> ScenarioResult:

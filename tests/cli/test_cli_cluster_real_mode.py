@@ -5,17 +5,19 @@ not running.
 
 Covers: `diagnose NODE` needs no scenario, reads the node, its pods, events and kernel log from
 the API (and never writes), reports the Prometheus signals as missing, and the process never
-loads any `simulator` module; `--scenario` outside sim mode exits 2 with one line and
-sends nothing to the API; `demo` outside sim mode exits 2 pointing at `serve`; `cluster check`
-in sim mode says the simulated cluster grants everything, and against the API lists what the
-identity holds, exits 1 naming the missing verb/resource and the ClusterRole file (also as
-JSON), and exits 2 when the kubeconfig does not exist.
+loads any `simulator` module, nor does `serve`; `serve` with its ports unnamed refuses to start
+with one line naming the settings and `--demo`; `--scenario` outside sim mode exits 2 with one
+line and sends nothing to the API; `demo` outside sim mode exits 2 pointing at `serve`;
+`cluster check` in sim mode says the simulated cluster grants everything, and against the API
+lists what the identity holds, exits 1 naming the missing verb/resource and the ClusterRole file
+(also as JSON), and exits 2 when the kubeconfig does not exist.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -35,7 +37,7 @@ PROBE = (
     "import json, sys\n"
     "from bot.cli.main import main\n"
     "code = main(sys.argv[1:])\n"
-    "sim = sorted(m for m in sys.modules if m.split('.')[:2] == ['integrations', 'sim'])\n"
+    "sim = sorted(m for m in sys.modules if m.split('.')[0] == 'simulator')\n"
     "sys.stderr.write('SIM-MODULES ' + json.dumps(sim) + '\\n')\n"
     "raise SystemExit(code)\n"
 )
@@ -107,6 +109,37 @@ def test_a_scenario_outside_sim_mode_exits_2_and_sends_nothing(
     demo = run(tmp_path, "demo", "--yes", env=real_env(tmp_path))
     assert demo.returncode == 2 and "gpu-oncall serve" in demo.stderr
     assert sim_modules(demo) == []
+
+
+def test_serve_in_real_mode_never_loads_the_simulator(tmp_path: Path, kube: FakeKube) -> None:
+    with socket.socket() as taken:  # serve builds its runtime, then fails to listen: exit 2
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        done = run(tmp_path, "serve", "--port", port, env=real_env(tmp_path))
+    assert done.returncode == 2, done.stderr
+    assert "cannot listen" in done.stderr or port in done.stderr
+    assert sim_modules(done) == []
+
+
+@pytest.mark.parametrize(
+    ("named", "missing"),
+    [
+        ({}, "GPU_ONCALL_CLUSTER and GPU_ONCALL_TELEMETRY not set"),
+        ({"GPU_ONCALL_CLUSTER": "kubernetes"}, "GPU_ONCALL_TELEMETRY not set"),
+    ],
+)
+def test_serve_with_its_ports_unnamed_refuses_to_start(
+    tmp_path: Path, named: dict[str, str], missing: str
+) -> None:
+    ports = ("GPU_ONCALL_CLUSTER", "GPU_ONCALL_TELEMETRY")
+    env = {k: v for k, v in os.environ.items() if k not in ports}
+    env |= {"GPU_ONCALL_STORAGE__URL": f"sqlite:///{tmp_path / 'oncall.db'}", **named}
+    done = run(tmp_path, "serve", "--port", "0", env=env)
+    assert done.returncode == 2
+    errors = [x for x in done.stderr.splitlines() if not x.startswith("SIM-MODULES ")]
+    assert len(errors) == 1 and missing in errors[0] and "--demo" in errors[0]
+    assert sim_modules(done) == []
 
 
 def test_cluster_check_in_sim_mode_grants_everything(tmp_path: Path) -> None:

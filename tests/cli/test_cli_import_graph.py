@@ -87,6 +87,15 @@ def test_incident_reads_and_verbs_load_no_engine_slack_or_kubernetes(
     assert not loaded & {*HEAVY, "alembic"}
 
 
+def test_classify_log_loads_no_engine_storage_adapters_or_simulator(tmp_path: Path) -> None:
+    log = tmp_path / "kern.log"
+    log.write_text("NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.\n")
+    code, loaded = loaded_by(tmp_path, "classify-log", str(log))
+    assert code == 0
+    assert "yaml" in loaded  # the probe did run the command: the catalog was read
+    assert not loaded & {*HEAVY, "sqlalchemy", "sqlmodel", "httpx", "simulator", "jinja2"}
+
+
 def test_the_fast_schema_check_agrees_with_alembic(tmp_path: Path) -> None:
     assert known_head() == head()
     engine = make_engine(f"sqlite:///{tmp_path / 'fresh.db'}")

@@ -138,7 +138,7 @@ class Bot:
 
     def serve(self) -> str:
         """Start `gpu-oncall serve` on a free port; its URL once it listens."""
-        proc = self.popen("serve", "--port", "0")
+        proc = self.popen("serve", "--demo", "--port", "0")
         assert proc.stdout is not None
         for line in proc.stdout:
             found = re.search(r"serving on (http://[0-9.]+:[0-9]+)", line)

@@ -96,6 +96,8 @@ def start_serve(
         }
     )
     full_env.update(env or {})
+    for port_setting in ("GPU_ONCALL_CLUSTER", "GPU_ONCALL_TELEMETRY"):  # serve needs them named
+        full_env.setdefault(port_setting, "sim")
     log_path = workdir / f"serve-{port}.log"
     with log_path.open("wb") as log_file:
         process = subprocess.Popen(

@@ -71,6 +71,6 @@ def test_socket_mode_without_slack_settings_exits_2(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("GPU_ONCALL_STORAGE__URL", f"sqlite:///{tmp_path / 'oncall.db'}")
-    code = cli.main(["serve", "--socket-mode", "--port", "0"])
+    code = cli.main(["serve", "--demo", "--socket-mode", "--port", "0"])
     assert code == 2
     assert "--socket-mode needs Slack: set GPU_ONCALL_SLACK__BOT_TOKEN" in capsys.readouterr().err
