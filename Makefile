@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint venv clean
+.PHONY: demo test lint setup venv clean
 
 $(BIN)/gpu-oncall: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,7 +21,12 @@ lint: venv
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: lint
+# The servers the tests run for real (Debian packages, the pinned kube-apiserver, Slurm):
+# installed when missing (as root; otherwise the exact command to run is printed).
+setup:
+	tools/setup/all.sh
+
+test: setup lint
 	$(BIN)/python -m pytest -q
 
 clean:
