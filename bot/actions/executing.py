@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from bot.actions.registry import ActionContext, ActionResult, ActionSpec
+from bot.actions.types import ActionContext, ActionResult, ActionSpec
 from integrations.errors import IntegrationError
 
 BLOCKED = "blocked"

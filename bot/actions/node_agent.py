@@ -13,7 +13,8 @@ from dataclasses import replace
 from typing import Any
 
 from bot.actions.policy import Risk
-from bot.actions.registry import ActionContext, ActionFn, ActionResult, ActionSpec, render_ticket
+from bot.actions.tickets import render_ticket
+from bot.actions.types import ActionContext, ActionFn, ActionResult, ActionSpec
 from integrations.cluster import Outcome
 from integrations.names import check_node_name
 from integrations.node_agent import AgentRequest, NodeAgent

@@ -1,4 +1,5 @@
-"""The action registry: every remediation the bot can carry out, with its risk level.
+"""The action catalogue: every remediation the bot can carry out, with its risk level (the
+types they share are bot/actions/types.py).
 
 Actions are idempotent ("already cordoned" is a result, not an error), return data, and never
 talk to Slack or the terminal themselves (presentation renders their results).
@@ -6,8 +7,7 @@ talk to Slack or the terminal themselves (presentation renders their results).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -19,76 +19,15 @@ from bot.actions.coexistence import (
     refusal,
     uncordon_refusal,
 )
+from bot.actions.node_agent import node_agent_actions
 from bot.actions.policy import Risk
-from bot.clock import Clock
-from bot.errors import UserInputError
-from integrations import durations
-from integrations.alertmanager import Matcher, Silences
-from integrations.cluster import Cluster, DrainReport, NodeInfo, Outcome
+from bot.actions.silences import silence
+from bot.actions.tickets import open_ticket
+from bot.actions.types import ActionContext, ActionRegistry, ActionResult, ActionSpec
+from bot.actions.workloads import WORKLOAD_ACTIONS
+from integrations.cluster import DrainReport, NodeInfo, Outcome
 from integrations.names import check_node_name
 from integrations.node_agent import NodeAgent
-from integrations.tickets import Ticket, Tickets
-
-
-@dataclass(frozen=True)
-class ActionContext:
-    cluster: Cluster
-    clock: Clock
-    tickets: Tickets
-    run_id: str
-    incident: str
-    idempotency_key: str
-    verdict: Mapping[str, Any] = field(default_factory=dict)
-    silences: Silences | None = None
-
-
-@dataclass(frozen=True)
-class ActionResult:
-    outcome: str  # changed | already_done | skipped | failed | dry_run | refused | cancelled
-    detail: str
-    data: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"outcome": self.outcome, "detail": self.detail, "data": self.data}
-
-
-ActionFn = Callable[[ActionContext, str, Mapping[str, Any]], ActionResult]
-
-
-@dataclass(frozen=True)
-class ActionSpec:
-    name: str
-    risk: Risk
-    help: str
-    target_kind: str  # node | workload
-    destructive: bool
-    run: ActionFn
-
-    def describe(self, target: str, params: Mapping[str, Any]) -> str:
-        extra = ", ".join(f"{k}={v}" for k, v in params.items())
-        return f"{self.name} {target}" + (f" ({extra})" if extra else "")
-
-
-class ActionRegistry:
-    def __init__(self, specs: list[ActionSpec]) -> None:
-        self._specs = {spec.name: spec for spec in specs}
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._specs
-
-    def __iter__(self) -> Any:
-        return iter(sorted(self._specs))
-
-    def names(self) -> list[str]:
-        return sorted(self._specs)
-
-    def get(self, name: str) -> ActionSpec:
-        try:
-            return self._specs[name]
-        except KeyError:
-            raise UserInputError(
-                f"unknown action '{name}' (actions: {', '.join(self.names())})"
-            ) from None
 
 
 def node_actions(markers: Markers) -> list[ActionSpec]:
@@ -241,81 +180,12 @@ def _drained(node: str, report: DrainReport) -> ActionResult:
     return ActionResult(report.outcome.value, detail, data)
 
 
-def _open_ticket(ctx: ActionContext, target: str, params: Mapping[str, Any]) -> ActionResult:
-    queue = str(params.get("queue", "ops"))
-    ticket = render_ticket(queue=queue, target=target, incident=ctx.incident, verdict=ctx.verdict)
-    ticket_id = ctx.tickets.open(ticket, idempotency_key=ctx.idempotency_key)
-    return ActionResult(
-        Outcome.CHANGED.value,
-        f"opened {queue} ticket {ticket_id} for {target}",
-        {"ticket_id": ticket_id, "queue": queue, "title": ticket.title, "body": ticket.body},
-    )
-
-
-def _silence(ctx: ActionContext, target: str, params: Mapping[str, Any]) -> ActionResult:
-    """Silence every alert about the node (one silence per node label), or only `alertname`."""
-    node = check_node_name(target)
-    if ctx.silences is None:
-        return ActionResult("skipped", f"no Alertmanager configured: {node} was not silenced")
-    duration = _duration(params.get("duration", "2h"))
-    labels = params.get("labels") or ctx.silences.node_labels
-    labels = [labels] if isinstance(labels, str) else list(labels)
-    extra = [Matcher("alertname", str(params["alertname"]))] if params.get("alertname") else []
-    ids, outcomes, shown = [], [], []
-    for label in labels:
-        matchers = [Matcher(str(label), node), *extra]
-        silence_id, outcome = ctx.silences.create(
-            matchers=matchers,
-            duration=duration,
-            created_by="gpu-oncall",
-            comment=f"{ctx.incident}: {node} is being remediated (run {ctx.run_id[:8]})",
-        )
-        ids.append(silence_id)
-        outcomes.append(outcome)
-        shown.append(",".join(f'{m.name}="{m.value}"' for m in matchers))
-    changed = any(o is Outcome.CHANGED for o in outcomes)
-    outcome = Outcome.CHANGED if changed else Outcome.ALREADY_DONE
-    what = "silenced" if changed else "already silenced"
-    data = {"silence_ids": ids, "matchers": shown, "duration_seconds": duration.total_seconds()}
-    shown_for = durations.render_duration(duration)
-    return ActionResult(outcome.value, f"{node}: alerts {what} for {shown_for}", data)
-
-
-def _duration(value: Any) -> timedelta:
-    try:
-        return durations.parse_duration(value)
-    except durations.InvalidDuration as exc:
-        raise UserInputError(f"silence: {exc}") from exc
-
-
-def render_ticket(*, queue: str, target: str, incident: str, verdict: Mapping[str, Any]) -> Ticket:
-    """A ticket pre-filled with the evidence (XID codes, ECC counts, remap state, GPU UUIDs)."""
-    findings = verdict.get("findings", [])
-    culprits = verdict.get("culprit_details", [])
-    lines = [f"Incident {incident}: {verdict.get('summary', '')}", "", "Evidence:"]
-    for finding in findings:
-        lines.append(f"- [{finding['severity']}] {finding['summary']}")
-        for ev in finding.get("evidence", [])[:5]:
-            labels = ", ".join(f"{k}={v}" for k, v in ev.get("labels", {}).items())
-            lines.append(f"    {ev['what']} = {ev.get('value')} {labels}".rstrip())
-    uuids = sorted({c["uuid"] for c in culprits if c.get("uuid")})
-    gpus = sorted({c["gpu"] for c in culprits if c.get("gpu")})
-    title = f"[{queue.upper()}] {target}" + (f" GPU {', '.join(gpus)}" if gpus else "")
-    title += f": {verdict.get('layer', 'unknown')} fault ({incident})"
-    fields = {"node": target, "incident": incident, "gpus": gpus, "gpu_uuids": uuids}
-    return Ticket(queue=queue, title=title, body="\n".join(lines), fields=fields)
-
-
 def default_registry(
     *, markers: Markers | None = None, agent: NodeAgent | None = None, agent_queue: str = "node-ops"
 ) -> ActionRegistry:
     """The built-in actions. Risk levels drive the approval policy; `markers` are the node
     annotations and labels the node actions write and respect (`kubernetes.*` settings);
     `agent` carries out gpu_reset/reboot (None: they open a ticket in `agent_queue`)."""
-    # Imported here: these actions build on this module's ActionSpec and render_ticket.
-    from bot.actions.node_agent import node_agent_actions
-    from bot.actions.workloads import WORKLOAD_ACTIONS
-
     return ActionRegistry(
         [
             *WORKLOAD_ACTIONS,
@@ -326,7 +196,7 @@ def default_registry(
                 "Open an RMA/fabric/facility ticket with the evidence",
                 "node",
                 False,
-                _open_ticket,
+                open_ticket,
             ),
             ActionSpec(
                 "silence",
@@ -334,7 +204,7 @@ def default_registry(
                 "Silence the node's alerts in Alertmanager while it is remediated",
                 "node",
                 False,
-                _silence,
+                silence,
             ),
             *node_agent_actions(agent, ticket_queue=agent_queue),
         ]

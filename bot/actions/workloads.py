@@ -15,13 +15,8 @@ from dataclasses import replace
 from typing import Any
 
 from bot.actions.policy import Risk
-from bot.actions.registry import (
-    ActionContext,
-    ActionFn,
-    ActionResult,
-    ActionSpec,
-    render_ticket,
-)
+from bot.actions.tickets import render_ticket
+from bot.actions.types import ActionContext, ActionFn, ActionResult, ActionSpec
 from bot.errors import UserInputError
 from integrations.cluster import Outcome
 from integrations.errors import InvalidName

@@ -10,7 +10,7 @@ from typing import Annotated, Any, TypedDict
 
 from bot.actions.executing import ActionLedger
 from bot.actions.policy import Policy
-from bot.actions.registry import ActionRegistry
+from bot.actions.types import ActionRegistry
 from bot.clock import Clock
 from bot.diagnosis.history import GpuHistory
 from bot.diagnosis.logs import LogCatalog

@@ -26,7 +26,8 @@ from bot.actions.executing import ActionLedger
 from bot.actions.guarding import SafetyGuard
 from bot.actions.ledger import SqlActionLedger
 from bot.actions.policy import Policy, Risk
-from bot.actions.registry import ActionRegistry, default_registry
+from bot.actions.registry import default_registry
+from bot.actions.types import ActionRegistry
 from bot.clock import Clock, SystemClock
 from bot.config import Settings
 from bot.diagnosis.logs import LogCatalog, load_log_catalog

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.actions.executing import Claim, execute_once
-from bot.actions.registry import ActionContext, ActionSpec
+from bot.actions.types import ActionContext, ActionSpec
 from bot.clock import FakeClock
 from integrations.cluster import Cluster
 from integrations.tickets import RecordedTickets

@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from bot.actions.coexistence import pause_refusal
-from bot.actions.registry import ActionContext, default_registry
+from bot.actions.registry import default_registry
+from bot.actions.types import ActionContext
 from bot.clock import FakeClock
 from integrations.cluster import Cluster, NodeInfo, RemediationPause
 from integrations.tickets import RecordedTickets

@@ -22,7 +22,8 @@ import httpx
 import pytest
 
 from bot.actions.executing import execute_once
-from bot.actions.registry import ActionContext, default_registry
+from bot.actions.registry import default_registry
+from bot.actions.types import ActionContext
 from bot.config import AgentSettings, Settings
 from bot.wiring.runtime import make_node_agent
 from integrations.node_agent import HttpNodeAgent, NodeAgent

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from bot.actions.policy import Risk
-from bot.actions.registry import ActionContext, default_registry
+from bot.actions.registry import default_registry
+from bot.actions.types import ActionContext
 from bot.errors import UserInputError
 from integrations.tickets import RecordedTickets
 from tests.actions.action_helpers import healthy_fleet_context

@@ -24,7 +24,7 @@ from servers.oncall import alert, webhook
 from sqlmodel import select
 
 from bot.actions.executing import idempotency_key
-from bot.actions.registry import ActionContext
+from bot.actions.types import ActionContext
 from bot.clock import FakeClock, SystemClock
 from bot.config import Settings
 from bot.engine.leases import LeaseKeeper, LeaseTerms

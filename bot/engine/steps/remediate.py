@@ -23,7 +23,7 @@ from langgraph.types import interrupt
 from bot.actions.executing import execute_once, idempotency_key
 from bot.actions.impact import IMPACT_ACTIONS, JobReadings, read_impact
 from bot.actions.policy import Policy, approvers_of, is_expired, proposals_need_approval
-from bot.actions.registry import ActionContext
+from bot.actions.types import ActionContext
 from bot.engine.expressions import ExpressionError
 from bot.engine.loading import LoadedRunbook
 from bot.engine.policies import policy_for

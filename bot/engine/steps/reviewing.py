@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bot.actions.registry import ActionRegistry
+from bot.actions.types import ActionRegistry
 from bot.diagnosis.gating import Withheld, gate
 from bot.diagnosis.history import Rung
 from bot.diagnosis.localizing import Verdict
