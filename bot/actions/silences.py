@@ -1,5 +1,6 @@
-"""`silence`: the node's alerts silenced in Alertmanager while it is remediated (the bot's own
-silences are expired again when the incident resolves: bot/work/dispatching.py)."""
+"""`silence`: the node's alerts silenced in Alertmanager while it is remediated, and the bot's
+own silences expired again once the incident resolves (`expire_incident_silences`, queued by the
+triage pool when it hears of the resolution: bot/work/dispatching.py)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,18 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
+from sqlalchemy.engine import Engine
+
 from bot.actions.types import ActionContext, ActionResult
 from bot.errors import UserInputError
 from integrations import durations
-from integrations.alertmanager import Matcher
+from integrations.alertmanager import Matcher, Silences
 from integrations.cluster import Outcome
+from integrations.errors import IntegrationError
 from integrations.names import check_node_name
+from storage import actions as action_store
+from storage import runs as run_store
+from storage.db import session_scope
 
 
 def silence(ctx: ActionContext, target: str, params: Mapping[str, Any]) -> ActionResult:
@@ -49,3 +56,28 @@ def _duration(value: Any) -> timedelta:
         return durations.parse_duration(value)
     except durations.InvalidDuration as exc:
         raise UserInputError(f"silence: {exc}") from exc
+
+
+def expire_incident_silences(
+    db: Engine, silences: Silences, incident_id: int
+) -> list[tuple[str, bool]]:
+    """Expire every silence the incident's runs created; one timeline note per silence, as
+    (text, failed). A silence already gone is reported as such, never an error."""
+    with session_scope(db) as session:
+        runs = run_store.list_runs_for_incident(session, incident_id)
+        rows = [
+            row
+            for run in runs
+            for row in action_store.list_actions(session, run_id=run.id)
+            if row.action == "silence" and row.status == "succeeded"
+        ]
+    ids = [str(i) for row in rows for i in row.result.get("data", {}).get("silence_ids", [])]
+    notes: list[tuple[str, bool]] = []
+    for silence_id in dict.fromkeys(ids):
+        try:
+            outcome = silences.expire(silence_id)
+        except IntegrationError as exc:
+            notes.append((f"Could not expire silence {silence_id}: {exc}", True))
+            continue
+        notes.append((f"Silence {silence_id} expired ({outcome.value}): resolved", False))
+    return notes

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol
 
+from bot.actions.silences import expire_incident_silences
 from bot.engine.running import RunOutcome
 from bot.errors import OncallError
 from bot.incidents import lifecycle
@@ -30,8 +31,6 @@ from bot.intake.counters import IntakeCounters
 from bot.intake.receiving import Received
 from bot.wiring.runtime import Runtime
 from integrations.errors import IntegrationError
-from storage import actions as action_store
-from storage import runs as run_store
 from storage import work as work_store
 from storage.db import session_scope
 from storage.errors import StorageError
@@ -238,24 +237,8 @@ class TriageWorkers:
         silences = self.rt.deps.silences
         if silences is None:
             return
-        with session_scope(self.rt.db) as session:
-            runs = run_store.list_runs_for_incident(session, incident_id)
-            rows = [
-                row
-                for run in runs
-                for row in action_store.list_actions(session, run_id=run.id)
-                if row.action == "silence" and row.status == "succeeded"
-            ]
-        ids = [str(i) for row in rows for i in row.result.get("data", {}).get("silence_ids", [])]
-        for silence_id in dict.fromkeys(ids):
-            try:
-                outcome = silences.expire(silence_id)
-            except IntegrationError as exc:
-                self._note(
-                    incident_id, f"Could not expire silence {silence_id}: {exc}", failed=True
-                )
-                continue
-            self._note(incident_id, f"Silence {silence_id} expired ({outcome.value}): resolved")
+        for text, failed in expire_incident_silences(self.rt.db, silences, incident_id):
+            self._note(incident_id, text, failed=failed)
 
     def _note(self, incident_id: int, text: str, *, failed: bool = False) -> None:
         kind = EventKind.STEP_FAILED if failed else EventKind.NOTE
