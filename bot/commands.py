@@ -60,7 +60,7 @@ def run_runbook(
         )
         if as_json:
             term.line(json.dumps(outcome_json(outcome), indent=2, default=str))
-    return 0
+    return journeys.acted_exit_code(outcome)
 
 
 def decide(
@@ -85,7 +85,7 @@ def decide(
         journeys.settle_simulated_alert(rt, quiet, incident_id)  # sim mode only
         if as_json:
             term.line(json.dumps(outcome_json(outcome), indent=2, default=str))
-    return 0
+    return journeys.acted_exit_code(outcome)
 
 
 def _decision_scenario(settings: Settings, given: Path | None) -> Path | None:

@@ -113,7 +113,11 @@ def pod_logs(
 def node_logs(api: Transport, node: str, *, query: str, tail_lines: int = 500) -> str:
     """The kernel log through the kubelet's node log query (KEP-2258): one GET of
     `/api/v1/nodes/N/proxy/logs/?query=/kern.log` (a file under /var/log, so no kubelet-side
-    options; the tail is cut here). A kubelet without the feature raises ClusterError."""
+    options; the tail is cut here). A kubelet without the feature raises ClusterError.
+
+    Never retried: the answer of a kubelet without the feature, of a node without addresses
+    or of a wedged kubelet is the same the next time, and the read is optional (a failed one
+    is an unavailable input, steps.cluster_gaps); three retries only tripled the wait."""
     name = check_node_name(node)
     hint = _NODE_LOG_HINT.format(node=name, query=query)
     try:
@@ -124,6 +128,7 @@ def node_logs(api: Transport, node: str, *, query: str, tail_lines: int = 500) -
             ),
             target=name,
             missing=lambda: NodeNotFound(name),
+            retries=0,
         )
     except KubeletRefused as exc:
         raise ClusterError(f"{hint}; it answered HTTP {exc.status}: {exc.text}") from exc

@@ -69,21 +69,24 @@ class Transport:
         target: str = "",
         missing: Callable[[], ClusterError] | None = None,
         retry_throttled: bool = True,
+        retries: int | None = None,
     ) -> T:
         """One API call: paced, retried on 429 (unless `retry_throttled` is False) / 5xx /
-        connection errors with exponential backoff, errors translated."""
-        for attempt in range(self.retries + 1):
+        connection errors with exponential backoff (`retries` times, default the adapter's),
+        errors translated."""
+        retries = self.retries if retries is None else retries
+        for attempt in range(retries + 1):
             self._bucket.take()
             try:
                 return call()
             except ApiException as exc:
                 status = int(exc.status or 0)
                 retry = status >= 500 or (status == 429 and retry_throttled)
-                if not retry or attempt == self.retries:
+                if not retry or attempt == retries:
                     raise self._translate(exc, need, target=target, missing=missing) from exc
                 delay = max(_retry_after(exc), backoff_delay(attempt, base=self.backoff))
             except (urllib3.exceptions.HTTPError, OSError) as exc:
-                if attempt == self.retries:
+                if attempt == retries:
                     raise ClusterError(
                         f"Kubernetes API at {self.host} unreachable ({type(exc).__name__}) "
                         f"after {attempt + 1} attempts: {need.verb} {what(need)}"
