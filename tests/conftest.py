@@ -5,12 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from bot.config import Settings, StorageSettings
 from simulator import SCENARIO_DIR
 from tests.servers.postgres import PostgresServer, start_postgres
+
+if TYPE_CHECKING:
+    from tests.servers.kube_apiserver import ControlPlane
+    from tests.servers.kube_real_world import RealKube
 
 
 @pytest.fixture
@@ -34,3 +39,28 @@ def postgres_server() -> Iterator[PostgresServer]:
 def postgres_url(postgres_server: PostgresServer) -> str:
     """The SQLAlchemy URL of a new, empty database on the session's PostgreSQL."""
     return postgres_server.url(postgres_server.create_database())
+
+
+@pytest.fixture(scope="session")
+def kube_control_plane() -> Iterator[ControlPlane]:
+    """etcd + the pinned upstream kube-apiserver on 127.0.0.1, started once for the session
+    (tests/servers/kube_apiserver.py; a missing binary fails, never skips)."""
+    from tests.servers.kube_apiserver import start_control_plane  # kubernetes: only here
+
+    with start_control_plane() as plane:
+        yield plane
+
+
+@pytest.fixture(scope="session")
+def real_kube(
+    kube_control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RealKube]:
+    """Admin access to the session's kube-apiserver; `real_kube.kubeconfig` is the bot's own
+    ServiceAccount bound to exactly deploy/kubernetes/base/clusterrole.yaml (+ the node
+    agent's Role). Tests call `real_kube.reset()` to start from an empty cluster."""
+    from tests.servers.kube_real_world import RealKube
+
+    kube = RealKube(kube_control_plane)
+    kube.kubeconfig = kube.bot_kubeconfig(tmp_path_factory.mktemp("kube") / "bot.kubeconfig")
+    yield kube
+    kube.close()

@@ -89,6 +89,10 @@ def execute_once(
         previous["repeated"] = True
         previous.setdefault("outcome", claim.status)
         previous.setdefault("detail", f"{spec.name} {target}: already {claim.status}")
+        if spec.per_incident and claim.status == "succeeded":  # an earlier run of the incident
+            first = previous["detail"]
+            previous["outcome"] = "already_done"
+            previous["detail"] = f"already done for {ctx.incident or 'this incident'}: {first}"
         return previous
     if dry_run:
         result = ActionResult("dry_run", f"dry run: would {spec.describe(target, params)}")

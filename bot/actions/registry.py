@@ -197,6 +197,7 @@ def default_registry(
                 "node",
                 False,
                 open_ticket,
+                per_incident=True,
             ),
             ActionSpec(
                 "silence",

@@ -54,6 +54,9 @@ class ActionSpec:
     target_kind: str  # node | workload
     destructive: bool
     run: ActionFn
+    #: Carried out once per incident, not once per run: a re-run of the incident finds the
+    #: first run's result (a second RMA ticket for one GPU is a second RMA).
+    per_incident: bool = False
 
     def describe(self, target: str, params: Mapping[str, Any]) -> str:
         extra = ", ".join(f"{k}={v}" for k, v in params.items())

@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bot.actions import outcomes
 from bot.actions.impact import approval_notes
 from bot.cli.terminal import Terminal
 from bot.engine.loading import LoadedRunbook
@@ -189,6 +190,17 @@ def after_run(rt: Runtime, term: Terminal, outcome: RunOutcome) -> None:
         state = incident.state if incident else "unknown"
     term.line()
     term.line(f"  Run {outcome.run_id[:8]} {outcome.status}; {outcome.incident} is {state}.")
+    results = outcomes.action_results(outcome.steps)
+    if outcomes.not_fully_done(results):
+        term.line(f"  Acted, not fully: {outcomes.describe(results)}")
+
+
+def acted_exit_code(outcome: RunOutcome) -> int:
+    """The CLI's exit code for a finished run: 1 when an approved action failed (or some were
+    done and some not: the node is in between), else 0. 2 stays "bad input"."""
+    results = outcomes.action_results(outcome.steps)
+    failed = any(r.get("outcome") == "failed" for r in results)
+    return 1 if failed or outcomes.partly_done(results) else 0
 
 
 def print_incident(rt: Runtime, term: Terminal, incident_id: int, *, timeline: bool = True) -> None:

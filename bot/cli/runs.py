@@ -46,7 +46,7 @@ def run_runbook(
         )
         if as_json:
             term.line(json.dumps(outcome_json(outcome), indent=2, default=str))
-    return 0
+    return journeys.acted_exit_code(outcome)
 
 def decide(
     settings: Settings,
@@ -70,7 +70,7 @@ def decide(
         journeys.settle_simulated_alert(rt, quiet, incident_id)  # sim mode only
         if as_json:
             term.line(json.dumps(outcome_json(outcome), indent=2, default=str))
-    return 0
+    return journeys.acted_exit_code(outcome)
 
 def _decision_scenario(settings: Settings, given: Path | None) -> Path | None:
     """The scenario an approval continues on: the one given, else the fleet's saved one (sim

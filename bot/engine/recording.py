@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
+from bot.actions import outcomes
 from bot.clock import Clock
 from bot.engine import gpu_records as history
 from bot.engine.loading import LoadedRunbook
@@ -225,7 +226,22 @@ class Recorder:
             if blocked:  # not a failure: a safety limit held it back; over to humans
                 names = ", ".join(sorted(set(blocked)))
                 reason = f"an action was blocked by a safety limit ({names})"
+            results = outcomes.action_results(steps)
+            if outcomes.partly_done(results):  # the node is in between: say what is where
+                self._acted_not_fully(incident_id, run_id, outcomes.describe(results))
+                return
             self._move(incident_id, IncidentState.TRIAGING, reason=reason)
+
+    def _acted_not_fully(self, incident_id: int, run_id: str, summary: str) -> None:
+        """Some approved actions were carried out and some not: the incident is mitigating
+        (not mitigated, not back in triage as if nothing had been done), and its timeline says
+        what was done and what was not."""
+        reason = f"acted, not fully: {summary}; a person must finish or undo it"
+        incident = self._incident(incident_id)
+        if incident.state == IncidentState.MITIGATING.value:
+            self._event(incident_id, EventKind.NOTE, reason, run_id=run_id)
+        else:
+            self._move(incident_id, IncidentState.MITIGATING, reason=reason, mitigated=False)
 
     # -- approval ------------------------------------------------------------------------------
     def approval_requested(self, incident_id: int, run_id: str, payload: Mapping[str, Any]) -> None:

@@ -1,5 +1,9 @@
-"""Fixtures for the port contract suites: one small simulated fleet, seen either through
-SimCluster or through KubernetesCluster talking HTTP to the fake API server that mirrors it.
+"""Fixtures for the port contract suites: one small simulated fleet, seen through SimCluster,
+through KubernetesCluster talking HTTP to the fake API server that mirrors it, or through
+KubernetesCluster on the REAL kube-apiserver (`apiserver`: the session's control plane, the
+fleet written into it, the bot's own ServiceAccount bound to exactly the deployed roles).
+Cases that need a kubelet or a controller (logs, Jobs that finish) or an interleaving only the
+fake can stage are marked `fake_api_only` and not collected for the real server.
 
 The "kubernetes" world's fake grants exactly the ClusterRole in deploy/kubernetes/base plus the
 node agent's Job Role, so a contract case that needs an API the roles lack fails with 403; every
@@ -18,10 +22,12 @@ from typing import Any
 import pytest
 
 from integrations.cluster import Cluster
+from integrations.k8s import KubernetesCluster, KubernetesEndpoint
 from simulator import Fleet, SimCluster
 from simulator.marking import SimBudget, SimHealthCheck
 from simulator.pods import SimPod
 from tests.servers.fake_kube import FakeKube, KubeRequest, start_fake_kube
+from tests.servers.kube_real_world import RealKube
 from tests.servers.kube_world import (
     MIRROR,
     FakeTimer,
@@ -42,6 +48,7 @@ class World:
     cluster: Cluster
     fake: FakeKube | None = None
     timer: FakeTimer = field(default_factory=FakeTimer)
+    real: RealKube | None = None
 
     def sent(self, method: str | None = None, *, path: str | None = None) -> list[KubeRequest]:
         """Requests the API server received ([] in the sim world, which has none)."""
@@ -50,6 +57,8 @@ class World:
     def add_budget(self, name: str, namespace: str, labels: dict[str, str], **spec: Any) -> None:
         if self.fake is not None:
             self.fake.add_pdb(name, namespace, match_labels=labels, **spec)
+        elif self.real is not None:
+            self.real.add_pdb(name, namespace, match_labels=labels, **spec)
         else:
             self.fleet.add_budget(SimBudget(name, namespace, labels, **spec))
 
@@ -59,6 +68,8 @@ class World:
         """A medik8s NodeHealthCheck selecting nodes by `selector`, paused by `pause_requests`."""
         if self.fake is not None:
             self.fake.add_health_check(name, selector=selector, pause_requests=pause_requests)
+        elif self.real is not None:
+            self.real.add_health_check(name, selector=selector, pause_requests=pause_requests)
         else:
             check = SimHealthCheck(name, selector, tuple(pause_requests or ()))
             self.fleet.set_health_check(check)
@@ -67,6 +78,8 @@ class World:
         """A static pod's mirror on `node` (no scenario defines one)."""
         if self.fake is not None:
             self.fake.add_pod(name, namespace, node=node, annotations={MIRROR: "checksum"})
+        elif self.real is not None:
+            self.real.add_pod(name, namespace, node=node, annotations={MIRROR: "checksum"})
         else:
             pod = SimPod(name, namespace, node, "Running", None, {}, mirror=True)
             self.fleet.pods[(namespace, name)] = pod
@@ -74,6 +87,8 @@ class World:
     def deny(self, verb: str, resource: str, subresource: str = "", group: str = "") -> None:
         if self.fake is not None:
             self.fake.deny(verb, resource, group=group, subresource=subresource)
+        elif self.real is not None:
+            self.real.deny(verb, resource, group=group, subresource=subresource)
         else:
             assert isinstance(self.cluster, SimCluster)
             self.cluster.deny(verb, resource + (f"/{subresource}" if subresource else ""))
@@ -94,10 +109,34 @@ def fleet() -> Fleet:
     return contract_fleet()
 
 
-@pytest.fixture(params=["sim", "kubernetes"])
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Cases marked `fake_api_only` are not collected for the real API server (deselected,
+    not skipped: the real server cannot express them)."""
+    kept, dropped = [], []
+    for item in items:
+        real = "[apiserver" in item.nodeid
+        (dropped if real and item.get_closest_marker("fake_api_only") else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
+@pytest.fixture(params=["sim", "kubernetes", "apiserver"])
 def world(request: pytest.FixtureRequest, fleet: Fleet, tmp_path: Path) -> Iterator[World]:
     if request.param == "sim":
         yield World("sim", fleet, SimCluster(fleet))
+        return
+    if request.param == "apiserver":
+        real: RealKube = request.getfixturevalue("real_kube")
+        real.reset()
+        real.seed_from_fleet(fleet)
+        endpoint = KubernetesEndpoint(kubeconfig=str(real.kubeconfig), in_cluster=False)
+        timer = FakeTimer()
+        cluster = KubernetesCluster.from_endpoint(
+            endpoint, clock=timer.clock, sleep=timer.sleep, page_size=2
+        )
+        yield World("apiserver", fleet, cluster, timer=timer, real=real)
+        cluster.close()
         return
     with start_fake_kube() as fake:
         fake.seed_from_fleet(fleet)
@@ -109,4 +148,3 @@ def world(request: pytest.FixtureRequest, fleet: Fleet, tmp_path: Path) -> Itera
         used = {r.permission for r in fake.requests if r.permission is not None}
         allowed = required_permissions() | job_permissions()
         assert used <= allowed, used - allowed
-

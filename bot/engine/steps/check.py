@@ -61,6 +61,8 @@ def _missing_signals(steps: dict[str, Any], reads: list[str]) -> list[str]:
         data = steps.get(name, {})
         if data.get("kind") == "signal" and (data.get("missing") or data.get("missing_nodes")):
             missing.append(data.get("signal", name))
+        elif data.get("kind") == "cluster" and data.get("unavailable"):
+            missing.append(data.get("error") or f"{name} unavailable")
     return missing
 
 

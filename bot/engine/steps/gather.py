@@ -22,6 +22,7 @@ from bot.diagnosis.spread import OUTLIER_RATIO, find_outliers, label_spread, med
 from bot.engine.loading import LoadedRunbook
 from bot.engine.schema import Step
 from bot.engine.state import Deps, RunState
+from bot.engine.steps.cluster_gaps import unavailable_read
 from bot.engine.steps.common import (
     fleet_wide,
     format_window,
@@ -33,7 +34,7 @@ from bot.engine.steps.common import (
 )
 from bot.engine.steps.freshness import Freshened, drop_held_values, stale_summary
 from bot.engine.steps.log_age import aged_split
-from integrations.errors import TelemetryUnavailable
+from integrations.errors import ClusterError, NodeNotFound, TelemetryUnavailable
 from integrations.telemetry import Sample, SignalQuery, SignalResult
 
 NodeFn = Callable[[RunState, Runtime[Deps]], dict[str, Any]]
@@ -217,13 +218,18 @@ def make_cluster_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
         "node_logs": _read_node_logs,
         "pod_logs": _read_pod_logs,
     }
-    reader = readers[step.cluster or "node"]
+    read = step.cluster or "node"
+    reader = readers[read]
 
     def cluster_node(state: RunState, runtime: Runtime[Deps]) -> dict[str, Any]:
         nodes = target_nodes(loaded, step, state)
-        return output(
-            step, {"read": step.cluster, "nodes": nodes, **reader(runtime.context, nodes, state)}
-        )
+        try:
+            found = reader(runtime.context, nodes, state)
+        except NodeNotFound:
+            raise  # bad input, not a gap
+        except ClusterError as exc:  # a gap, like a silent signal (steps.cluster_gaps)
+            found = unavailable_read(read, exc)
+        return output(step, {"read": step.cluster, "nodes": nodes, **found})
 
     return cluster_node
 

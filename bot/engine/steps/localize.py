@@ -16,6 +16,7 @@ from bot.engine.loading import LoadedRunbook
 from bot.engine.schema import Step, StepKind
 from bot.engine.state import Deps, RunState
 from bot.engine.steps.backends import backend_outcome
+from bot.engine.steps.cluster_gaps import cluster_gaps
 from bot.engine.steps.common import output
 from bot.engine.steps.freshness import held_notes
 from bot.engine.steps.gather import NodeFn
@@ -46,6 +47,7 @@ def make_localize_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
                 min_share=spec.min_share,
             )
         notes = held_notes(steps) + stuck_notes(alive) + history_notes(steps)  # + old logs
+        notes += tuple(cluster_gaps(steps))  # failed cluster reads, with why
         verdict = replace(verdict, detectors=notes)
         verdict = with_history(verdict, runtime.context, incident=state.get("incident"))
         return output(step, verdict.to_dict())

@@ -14,12 +14,15 @@ earlier timers at once) polls again and ends at the same deadline.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
+from bot.actions import outcomes
 from bot.actions.executing import execute_once, idempotency_key
 from bot.actions.impact import IMPACT_ACTIONS, JobReadings, read_impact
 from bot.actions.policy import Policy, approvers_of, is_expired, proposals_need_approval
@@ -242,6 +245,8 @@ def make_act_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
                 action=spec.name,
                 target=proposal["target"],
             )
+            if spec.per_incident:  # once per incident and parameters (a ticket per queue)
+                key = incident_key(state.get("incident", ""), spec.name, proposal)
             ctx = ActionContext(
                 cluster=deps.cluster,
                 clock=deps.clock,
@@ -270,6 +275,15 @@ def make_act_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
     return act_node
 
 
+def incident_key(incident: str, action: str, proposal: Mapping[str, Any]) -> str:
+    """The idempotency key of a per-incident action: no run in it, so a re-run of the
+    incident finds the first run's claim."""
+    params = json.dumps(proposal.get("params", {}), sort_keys=True, default=str)
+    return idempotency_key(
+        run_id=incident, step_id="incident", action=action, target=f"{proposal['target']}{params}"
+    )
+
+
 def make_verify_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
     spec = step.verify
     assert spec is not None
@@ -281,7 +295,11 @@ def make_verify_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
         steps = state.get("steps", {})
         acts = [steps.get(a, {}) for a in actors]
         if not acts or any(a.get("skipped") or not a.get("succeeded") for a in acts):
-            return output(step, {"status": "skipped", "reason": "no action was carried out"})
+            results = [r for a in acts for r in a.get("results") or ()]
+            reason = "no action was carried out"
+            if outcomes.partly_done(results):  # never "no action" after a cordon
+                reason = f"not every action was carried out ({outcomes.describe(results)})"
+            return output(step, {"status": "skipped", "reason": reason})
         if spec.when is not None and not _applies(loaded, step, step_context(state)):
             reason = f"it checks only when {spec.when}, which does not hold for this incident"
             return output(step, {"status": "skipped", "reason": reason, "condition": spec.when})

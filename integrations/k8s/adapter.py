@@ -1,0 +1,147 @@
+"""KubernetesCluster: the Cluster port over the Kubernetes API, one thin method per port call;
+the work is in `reads`, `writes`, `draining` and `permissions`, every request in `transport`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Collection, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from kubernetes import client
+
+from integrations.cluster import (
+    ClusterEvent,
+    DrainReport,
+    JobRun,
+    NodeInfo,
+    Outcome,
+    Permission,
+    PodInfo,
+    RemediationPause,
+)
+from integrations.k8s import draining, permissions, reads, writes
+from integrations.k8s.connection import KubernetesEndpoint, make_configuration
+from integrations.k8s.reads import KERNEL_LOG_QUERY
+from integrations.k8s.transport import Transport
+from integrations.names import check_node_name
+
+
+class KubernetesCluster:
+    """The Cluster port over the Kubernetes API."""
+
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        *,
+        timeout_seconds: float = 10.0,
+        retries: int = 3,
+        backoff_seconds: float = 0.2,
+        qps: float = 20.0,
+        burst: int = 40,
+        page_size: int = 500,
+        kernel_log_query: str = KERNEL_LOG_QUERY,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.transport = Transport(
+            api_client,
+            timeout_seconds=timeout_seconds,
+            retries=retries,
+            backoff_seconds=backoff_seconds,
+            qps=qps,
+            burst=burst,
+            page_size=page_size,
+            clock=clock,
+            sleep=sleep,
+        )
+        self.api = api_client
+        self.host = self.transport.host
+        self.kernel_log_query = kernel_log_query
+
+    @classmethod
+    def from_endpoint(cls, endpoint: KubernetesEndpoint, **options: Any) -> KubernetesCluster:
+        """Connect as `endpoint` says; `options` are constructor arguments (they win over the
+        endpoint's timeout/retry/rate fields)."""
+        settings: dict[str, Any] = {
+            "timeout_seconds": endpoint.timeout_seconds,
+            "retries": endpoint.retries,
+            "backoff_seconds": endpoint.backoff_seconds,
+            "qps": endpoint.qps,
+            "burst": endpoint.burst,
+        }
+        return cls(client.ApiClient(make_configuration(endpoint)), **(settings | options))
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self.transport.close()
+
+    # --- reads -----------------------------------------------------------------------------
+
+    def nodes(self, names: Collection[str] | None = None) -> list[NodeInfo]:
+        return reads.nodes(self.transport, names)
+
+    def pods_on(self, node: str) -> list[PodInfo]:
+        return reads.pods_on(self.transport, node)
+
+    def events(self, node: str, *, since: datetime) -> list[ClusterEvent]:
+        return reads.events(self.transport, node, since=since)
+
+    def pod_logs(
+        self,
+        pod: str,
+        namespace: str,
+        *,
+        tail_lines: int = 500,
+        container: str | None = None,
+        since: timedelta | None = None,
+    ) -> str:
+        return reads.pod_logs(
+            self.transport, pod, namespace, tail_lines=tail_lines, container=container, since=since
+        )
+
+    def node_logs(self, node: str, *, tail_lines: int = 500) -> str:
+        return reads.node_logs(
+            self.transport, node, query=self.kernel_log_query, tail_lines=tail_lines
+        )
+
+    def remediation_pauses(self, node: NodeInfo) -> list[RemediationPause]:
+        return reads.remediation_pauses(self.transport, node)
+
+    def read_job(self, name: str, namespace: str) -> JobRun:
+        return reads.read_job(self.transport, name, namespace)
+
+    def job_logs(self, name: str, namespace: str, *, tail_lines: int = 20) -> str:
+        return reads.job_logs(self.transport, name, namespace, tail_lines=tail_lines)
+
+    def check_permissions(self, needed: Collection[Permission]) -> list[Permission]:
+        return permissions.check_permissions(self.transport, needed)
+
+    # --- writes ----------------------------------------------------------------------------
+
+    def cordon(self, node: str) -> Outcome:
+        return writes.set_unschedulable(self.transport, check_node_name(node), on=True)
+
+    def uncordon(self, node: str) -> Outcome:
+        return writes.set_unschedulable(self.transport, check_node_name(node), on=False)
+
+    def taint(self, node: str, *, key: str, value: str = "", effect: str = "NoSchedule") -> Outcome:
+        return writes.taint(self.transport, node, key=key, value=value, effect=effect)
+
+    def untaint(self, node: str, *, key: str, effect: str = "NoSchedule") -> Outcome:
+        return writes.untaint(self.transport, node, key=key, effect=effect)
+
+    def annotate(self, node: str, annotations: Mapping[str, str | None]) -> Outcome:
+        return writes.annotate(self.transport, node, annotations)
+
+    def label(self, node: str, labels: Mapping[str, str | None]) -> Outcome:
+        return writes.label(self.transport, node, labels)
+
+    def delete_pod(self, pod: str, namespace: str, *, grace: timedelta) -> Outcome:
+        return writes.delete_pod(self.transport, pod, namespace, grace=grace)
+
+    def create_job(self, manifest: Mapping[str, Any]) -> JobRun:
+        return writes.create_job(self.transport, manifest)
+
+    def drain(self, node: str, *, grace: timedelta) -> DrainReport:
+        return draining.drain(self.transport, node, grace=grace)
