@@ -172,7 +172,9 @@ class SlurmServers:
         for node in NODES:
             if node not in self.slurmd:
                 self.start_slurmd(node)
-        self.run("scontrol", "update", f"nodename={','.join(NODES)}", "state=resume", check=False)
+        for node, state in self.states().items():
+            if "drain" in state or "down" in state:
+                self.run("scontrol", "update", f"nodename={node}", "state=resume", check=False)
         self.run("scontrol", "update", f"nodename={','.join(NODES)}", "comment=", check=False)
         poll(self._all_idle, what="every node idle", seconds=WAIT_SECONDS)
 
@@ -362,10 +364,14 @@ class SlurmServers:
 
             poll(answers, what=f"slurmrestd on {self.rest_url}", seconds=WAIT_SECONDS)
 
+    def states(self) -> dict[str, str]:
+        """Every node's `sinfo` long state (idle, mixed, drained, down*, ...)."""
+        out = self.run("sinfo", "-h", "-N", "-o", "%N %T", check=False)
+        return dict(line.split() for line in out.splitlines() if line.strip())
+
     def _all_idle(self) -> bool:
         self._alive(self.slurmctld, "slurmctld")
-        out = self.run("sinfo", "-h", "-N", "-o", "%N %T", check=False)
-        states = dict(line.split() for line in out.splitlines() if line.strip())
+        states = self.states()
         return len(states) == len(NODES) and set(states.values()) == {"idle"}
 
     def _alive(self, process: subprocess.Popen[bytes] | None, name: str) -> None:
