@@ -7,7 +7,7 @@ A node's Slurm state becomes `ready` (not DOWN, not NOT_RESPONDING, not FAIL), `
 24.11 keeps after a RESUME) and `conditions` (`Ready`, plus one per flag). Partitions, features
 and GRES become labels (pool = partition; topology domains from features by a configured
 prefix map). The drain reason becomes annotations: the bot's own markers (kept in the node's
-`comment` as JSON) and, for a drain that is not the bot's, `slurm.schedmd.com/drained-by`.
+`comment` as JSON) and, for a drain that is not the bot's, `slurm.schedmd.com/cordoned-by`.
 A job becomes a `PodInfo` (name = job id, namespace = partition, workload = job name) with the
 GPUs it holds on that node (`gres_detail`) and its user, requeue flag and start time as labels.
 """
@@ -26,7 +26,7 @@ from integrations.slurm.hostlists import expand_hostlist, gres_indices
 PREFIX = "slurm.schedmd.com"
 PARTITION = f"{PREFIX}/partition"
 STATE = f"{PREFIX}/state"
-DRAINED_BY = f"{PREFIX}/drained-by"
+DRAINED_BY = f"{PREFIX}/cordoned-by"  # read by coexistence as a foreign owner
 DRAIN_REASON = f"{PREFIX}/reason"
 JOB_USER, JOB_REQUEUE = f"{PREFIX}/user", f"{PREFIX}/requeue"
 JOB_START, JOB_GPUS = f"{PREFIX}/start-time", f"{PREFIX}/gpu-indices"
@@ -42,6 +42,7 @@ class Labelling:
     domain_features: Mapping[str, str] = field(default_factory=dict)
     reason_prefix: str = "gpu-oncall:"
     markers_prefix: str = "gpu-oncall.io"
+    bot: str = "gpu-oncall"  # the `cordoned-by` value of the bot's own drains
 
 
 def epoch(value: Any) -> datetime | None:
@@ -123,6 +124,8 @@ def node_annotations(
     cordoned_by = f"{labelling.markers_prefix}/cordoned-by"
     if reason:
         annotations[DRAIN_REASON] = reason
+    if drained and reason.startswith(labelling.reason_prefix):
+        annotations.setdefault(cordoned_by, labelling.bot)
     if drained and not reason.startswith(labelling.reason_prefix):
         annotations.pop(cordoned_by, None)
         who = str(raw.get("reason_set_by_user") or "unknown")
