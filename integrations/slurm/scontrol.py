@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from integrations.errors import ClusterError, ClusterForbidden, NodeNotFound
 
 SCRUBBED = ("SLURM_JWT",)
+#: How slurmctld refuses a non-operator (22.05 says "Invalid user id" to an update).
+REFUSALS = ("access/permission denied", "access denied", "invalid user id")
 Runner = Callable[..., "subprocess.CompletedProcess[str]"]
 
 
@@ -84,7 +86,7 @@ def translate(shown: str, stderr: str, *, node: str, job: str) -> ClusterError:
         return NodeNotFound(node)
     if ("invalid job id" in lowered or "already completing or completed" in lowered) and job:
         return JobGone(f"job {job} is gone: {stderr}")
-    if "access/permission denied" in lowered or "access denied" in lowered:
+    if any(text in lowered for text in REFUSALS):
         return ClusterForbidden(
             f"'{shown}' was refused: the bot's Unix user is not a Slurm operator (it must be "
             "root, SlurmUser, or AdminLevel=Operator in sacctmgr); slurmctld said: " + stderr

@@ -13,13 +13,14 @@ refused before any request.
 
 from __future__ import annotations
 
+import subprocess
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from integrations.cluster import Outcome
-from integrations.errors import InvalidName, NodeNotFound
-from integrations.slurm import SlurmCluster
+from integrations.errors import ClusterForbidden, InvalidName, NodeNotFound
+from integrations.slurm import Scontrol, SlurmCluster
 from integrations.slurm.cluster import TaintUnsupported
 from integrations.slurm.records import DRAINED_BY, JOB_GPUS, JOB_REQUEUE, JOB_USER, PARTITION
 from tests.servers.prometheus import poll
@@ -166,6 +167,39 @@ def test_the_reason_is_an_event_naming_who_set_it(
 def test_taints_are_refused_naming_the_slurm_equivalent(cluster: SlurmCluster) -> None:
     with pytest.raises(TaintUnsupported, match="use the `cordon` action"):
         cluster.taint(NODE, key="gpu-oncall.io/unhealthy")
+
+
+def test_slurm_jwt_in_the_environment_never_reaches_scontrol(slurm: SlurmServers) -> None:
+    leaked = slurm.env | {"SLURM_JWT": slurm.token("nobody")}  # a non-operator's token
+    direct = subprocess.run(
+        ["scontrol", "update", f"nodename={NODE}", "state=drain", "reason=leak"],
+        env=leaked, capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert direct.returncode != 0 and "invalid user id" in direct.stderr.lower()  # as nobody
+    Scontrol(environ=leaked, conf=str(slurm.conf)).update_node(
+        NODE, state="drain", reason="gpu-oncall: scrubbed"
+    )
+    assert slurm.node_state(NODE) == "drained"
+
+
+def test_scontrol_refusals_and_unknown_nodes_are_translated(slurm: SlurmServers) -> None:
+    as_nobody = Scontrol(environ=slurm.env, conf=str(slurm.conf))
+    with pytest.raises(NodeNotFound, match="gpu-node-77"):
+        as_nobody.update_node("gpu-node-77", state="resume")
+    with pytest.raises(ClusterForbidden, match="not a Slurm operator"):
+        translate_and_raise(slurm)
+
+
+def translate_and_raise(slurm: SlurmServers) -> None:
+    """scontrol run with a non-operator's token (what the scrub prevents), translated."""
+    from integrations.slurm.scontrol import translate
+
+    leaked = slurm.env | {"SLURM_JWT": slurm.token("nobody")}
+    done = subprocess.run(
+        ["scontrol", "update", f"nodename={NODE}", "state=drain", "reason=x"],
+        env=leaked, capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    raise translate("scontrol update", done.stderr, node=NODE, job="")
 
 
 HOSTILE = ["gpu-node-01/../x", 'a"b', "x" * 300, "gpu-node-01 state=resume", "", "Gpu-Node-01"]
