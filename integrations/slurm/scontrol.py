@@ -40,6 +40,7 @@ class Scontrol:
         runner: Runner = subprocess.run,
     ) -> None:
         self.path, self.timeout, self._run = path, timeout_seconds, runner
+        self.calls = 0  # processes started (bench/slurm_calls.py reads it)
         base = dict(os.environ if environ is None else environ)
         self.env = {k: v for k, v in base.items() if k not in SCRUBBED}
         if conf:
@@ -58,6 +59,7 @@ class Scontrol:
         """One call; stdout on success, a translated error otherwise."""
         argv = [self.path, *args]
         shown = " ".join(["scontrol", *args])
+        self.calls += 1
         try:
             done = self._run(
                 argv,
