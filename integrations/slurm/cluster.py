@@ -31,7 +31,16 @@ from integrations.cluster import (
     RemediationPause,
 )
 from integrations.errors import ClusterError, JobNotFound, NodeNotFound, PodNotFound
-from integrations.names import check_node_name, check_pod_name
+from integrations.names import (
+    check_annotation_value,
+    check_job_name,
+    check_label_value,
+    check_namespace,
+    check_node_name,
+    check_pod_name,
+    check_qualified_key,
+    check_taint_effect,
+)
 from integrations.slurm.client import SlurmRest
 from integrations.slurm.records import (
     JOB_REQUEUE,
@@ -130,6 +139,7 @@ class SlurmCluster:
         since: timedelta | None = None,
     ) -> str:
         check_pod_name(pod)
+        check_namespace(namespace)
         raise ClusterError(
             f"job {pod}'s output is a file on its nodes (StdOut); slurmrestd cannot read it"
         )
@@ -184,21 +194,37 @@ class SlurmCluster:
         return DrainReport(outcome, tuple(done), (), tuple(blocked), reasons)
 
     def delete_pod(self, pod: str, namespace: str, *, grace: timedelta) -> Outcome:
-        """Cancel the job (ALREADY_DONE when it has ended or is unknown)."""
+        """Cancel the job (ALREADY_DONE when it has ended or is unknown); `namespace` is its
+        partition, checked like a Kubernetes namespace but not needed to find it."""
+        check_namespace(namespace)
         return Outcome.CHANGED if self._cancel(check_pod_name(pod)) else Outcome.ALREADY_DONE
 
     def annotate(self, node: str, annotations: Mapping[str, str | None]) -> Outcome:
+        for key, value in annotations.items():
+            check_qualified_key(key, what="annotation key")
+            if value is not None:
+                check_annotation_value(value)
         return self._merge_markers(check_node_name(node), annotations)
 
     def label(self, node: str, labels: Mapping[str, str | None]) -> Outcome:
+        for key, value in labels.items():
+            check_qualified_key(key, what="label key")
+            if value is not None:
+                check_label_value(value)
         return self._merge_markers(
             check_node_name(node), {LABEL_MARK + k: v for k, v in labels.items()}
         )
 
     def taint(self, node: str, *, key: str, value: str = "", effect: str = "NoSchedule") -> Outcome:
+        """Refused (after the same checks as on Kubernetes, and NodeNotFound for an unknown
+        node): Slurm has no taints."""
+        check_qualified_key(key, what="taint key")
+        check_label_value(value, what="taint value")
+        check_taint_effect(effect)
+        self._read_node(check_node_name(node))
         raise TaintUnsupported(
-            f"taint {key} on {check_node_name(node)}: Slurm nodes have no taints; use the "
-            "`cordon` action (DRAIN with the bot's reason)"
+            f"taint {key} on {node}: Slurm nodes have no taints; use the `cordon` action "
+            "(DRAIN with the bot's reason)"
         )
 
     def untaint(self, node: str, *, key: str, effect: str = "NoSchedule") -> Outcome:
@@ -207,16 +233,18 @@ class SlurmCluster:
     # --- node agent and permissions (Kubernetes Jobs have no Slurm meaning here) ----------
 
     def create_job(self, manifest: Mapping[str, Any]) -> JobRun:
+        meta = manifest.get("metadata") or {}
+        check_job_name(str(meta.get("name", "")))
         raise ClusterError(
-            "the node agent's Job variant is Kubernetes-only; on Slurm use "
+            "the node agent's Kubernetes Job variant has no Slurm meaning; on Slurm use "
             "agent.mode=http (docs/slurm.md)"
         )
 
     def read_job(self, name: str, namespace: str) -> JobRun:
-        raise JobNotFound(name, namespace)
+        raise JobNotFound(check_job_name(name), namespace)
 
     def job_logs(self, name: str, namespace: str, *, tail_lines: int = 20) -> str:
-        raise JobNotFound(name, namespace)
+        raise JobNotFound(check_job_name(name), namespace)
 
     def check_permissions(self, needed: Collection[Permission]) -> list[Permission]:
         """Slurm has no per-call grants: every call needs an operator (see SlurmCheck)."""

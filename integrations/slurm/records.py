@@ -31,6 +31,7 @@ DRAIN_REASON = f"{PREFIX}/reason"
 JOB_USER, JOB_REQUEUE = f"{PREFIX}/user", f"{PREFIX}/requeue"
 JOB_START, JOB_GPUS = f"{PREFIX}/start-time", f"{PREFIX}/gpu-indices"
 JOB_NODES, JOB_STATE = f"{PREFIX}/nodes", f"{PREFIX}/job-state"
+UNSCHEDULABLE = "node.kubernetes.io/unschedulable:NoSchedule"
 NOT_READY = frozenset({"DOWN", "NOT_RESPONDING", "FAIL", "FUTURE", "UNKNOWN", "INVAL"})
 
 
@@ -84,7 +85,7 @@ def node_info(raw: Mapping[str, Any], labelling: Labelling) -> NodeInfo:
         unschedulable=drained,
         conditions=conditions,
         labels=node_labels(raw, labelling, flags=flags),
-        taints=(f"{PREFIX}/drain:NoSchedule",) if drained else (),
+        taints=(UNSCHEDULABLE,) if drained else (),  # a drained node is cordoned
         gpu_capacity=gpus,
         gpu_allocatable=0 if drained else max(0, gpus - drained_gpus),
         annotations=node_annotations(raw, labelling, drained=drained),

@@ -1,5 +1,6 @@
 """Fixtures for the port contract suites: one small simulated fleet, seen either through
-SimCluster or through KubernetesCluster talking HTTP to the fake API server that mirrors it.
+SimCluster or through KubernetesCluster talking HTTP to the fake API server that mirrors it;
+and the cases with a Slurm meaning on SlurmCluster against the session's real Slurm daemons.
 
 The "kubernetes" world's fake grants exactly the ClusterRole in deploy/kubernetes/base plus the
 node agent's Job Role, so a contract case that needs an API the roles lack fails with 403; every
@@ -31,6 +32,7 @@ from tests.servers.kube_world import (
     required_permissions,
     role_permissions,
 )
+from tests.servers.slurm import SlurmServers, make_slurm_cluster
 
 
 @dataclass
@@ -94,10 +96,49 @@ def fleet() -> Fleet:
     return contract_fleet()
 
 
-@pytest.fixture(params=["sim", "kubernetes"])
+#: The contract cases with a Slurm meaning, run on real Slurm daemons too (the others name
+#: pods, taints, PDBs, RBAC denials or Jobs that Slurm does not have; tests/slurm/ covers the
+#: Slurm verbs themselves). The Slurm world's nodes are the session cluster's gpu-node-00..15.
+SLURM_CASES = frozenset(
+    {
+        "test_nodes_by_name_and_an_unknown_name",
+        "test_cordon_twice_changes_once_and_uncordon_undoes_it",
+        "test_annotate_and_label_add_then_remove",
+        "test_an_unknown_node_raises_node_not_found",
+        "test_hostile_names_are_refused_before_any_request",
+        "test_hostile_marker_values_are_refused_before_any_request",
+        "test_no_health_checks_means_no_pauses",
+        "test_an_unknown_job_raises_job_not_found",
+        "test_hostile_job_names_are_refused_before_any_request",
+    }
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect (never skip) the Slurm runs of cases that have no Slurm meaning."""
+    keep, dropped = [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        on_slurm = callspec is not None and callspec.params.get("world") == "slurm"
+        name = getattr(item, "originalname", item.name)
+        in_suite = item.path.parent.name == "contracts"
+        (dropped if in_suite and on_slurm and name not in SLURM_CASES else keep).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+
+
+@pytest.fixture(params=["sim", "kubernetes", "slurm"])
 def world(request: pytest.FixtureRequest, fleet: Fleet, tmp_path: Path) -> Iterator[World]:
     if request.param == "sim":
         yield World("sim", fleet, SimCluster(fleet))
+        return
+    if request.param == "slurm":
+        servers: SlurmServers = request.getfixturevalue("slurm_servers")
+        servers.reset()
+        slurm = make_slurm_cluster(servers)
+        yield World("slurm", fleet, slurm)
+        slurm.close()
         return
     with start_fake_kube() as fake:
         fake.seed_from_fleet(fleet)

@@ -23,10 +23,12 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
+from integrations.slurm import Labelling, Scontrol, SlurmCluster, SlurmRest
 from tests.servers.prometheus import free_port, poll, stop_process
 
 PACKAGES = "slurmctld slurmd slurmrestd slurm-client munge slurm-wlm-jwt-plugin"
@@ -387,6 +389,20 @@ def _hostlist(nodes: Sequence[str]) -> str:
     """`gpu-node-[00-07]` for consecutive gpu-node names (the fixture's own, always so)."""
     first, last = nodes[0].rsplit("-", 1)[1], nodes[-1].rsplit("-", 1)[1]
     return f"gpu-node-[{first}-{last}]"
+
+
+LABELLING = Labelling(domain_features={"rack-": "gpu-oncall.io/rack"})
+
+
+def make_slurm_cluster(
+    servers: SlurmServers, *, user: str = "root", token: str | None = None, **options: Any
+) -> SlurmCluster:
+    """A SlurmCluster on this cluster: its slurmrestd with `user`'s token (root: an operator),
+    and scontrol with its slurm.conf."""
+    http = httpx.Client(base_url=servers.rest_url, timeout=10.0)
+    rest = SlurmRest(http, user=user, token=token or servers.token(user))
+    scontrol = Scontrol(environ=servers.env, conf=str(servers.conf))
+    return SlurmCluster(rest, scontrol, labelling=LABELLING, **options)
 
 
 @contextmanager

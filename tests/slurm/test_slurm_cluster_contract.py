@@ -24,8 +24,7 @@ from integrations.slurm import Scontrol, SlurmCluster
 from integrations.slurm.cluster import TaintUnsupported
 from integrations.slurm.records import DRAINED_BY, JOB_GPUS, JOB_REQUEUE, JOB_USER, PARTITION
 from tests.servers.prometheus import poll
-from tests.servers.slurm import NODES, SlurmServers
-from tests.slurm.conftest import make_slurm_cluster
+from tests.servers.slurm import NODES, SlurmServers, make_slurm_cluster
 
 NODE = "gpu-node-01"
 GRACE = timedelta(seconds=30)
