@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Mapping
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -42,6 +43,7 @@ from integrations.names import (
     check_taint_effect,
 )
 from integrations.slurm.client import SlurmRest
+from integrations.slurm.hostlists import expand_hostlist
 from integrations.slurm.records import (
     JOB_REQUEUE,
     Labelling,
@@ -59,6 +61,8 @@ from integrations.slurm.scontrol import JobGone, Scontrol
 logger = logging.getLogger(__name__)
 DrainMode = Literal["requeue", "cancel"]
 ON_NODE = frozenset({"RUNNING", "SUSPENDED", "CONFIGURING", "COMPLETING", "STOPPED"})
+#: Job states a cancel still changes (COMPLETING is already ending: cancelling it is a no-op).
+CANCELLABLE = frozenset({"RUNNING", "SUSPENDED", "CONFIGURING", "STOPPED", "PENDING", "REQUEUED"})
 LABEL_MARK = "label:"  # labels the bot sets are kept with its markers, under this key prefix
 
 
@@ -173,7 +177,8 @@ class SlurmCluster:
 
     def drain(self, node: str, *, grace: timedelta) -> DrainReport:
         """Cordon, then requeue (or cancel) each job on the node. In `requeue` mode a job
-        submitted with `--no-requeue` is left running and reported in `blocked`."""
+        submitted with `--no-requeue` is left running and reported in `blocked`. `grace` is
+        Slurm's to apply: a requeue or cancel sends SIGTERM, then SIGKILL after `KillWait`."""
         self.cordon(node)
         done: list[str] = []
         blocked: list[str] = []
@@ -261,9 +266,7 @@ class SlurmCluster:
         labels = {k[len(LABEL_MARK) :]: v for k, v in stored.items() if k.startswith(LABEL_MARK)}
         if labels:
             notes = {k: v for k, v in info.annotations.items() if not k.startswith(LABEL_MARK)}
-            info = NodeInfo(
-                **{**info.__dict__, "labels": info.labels | labels, "annotations": notes}
-            )
+            info = replace(info, labels=info.labels | labels, annotations=notes)
         return info
 
     def _read_node(self, name: str) -> dict[str, Any]:
@@ -281,8 +284,6 @@ class SlurmCluster:
         ]
 
     def _jobs_on(self, node: str) -> list[dict[str, Any]]:
-        from integrations.slurm.hostlists import expand_hostlist
-
         jobs = self.rest.slurm("GET", "jobs", what="list jobs").get("jobs") or []
         return [
             dict(job)
@@ -347,7 +348,7 @@ class SlurmCluster:
                 missing=lambda: PodNotFound(job, "slurm"),
             )
             states = {job_state(raw) for raw in body.get("jobs") or []}
-            if not states & (ON_NODE | {"PENDING", "REQUEUED"}) or states == {"COMPLETING"}:
+            if not states & CANCELLABLE:
                 return False
             self.rest.slurm(
                 "DELETE",
