@@ -19,7 +19,7 @@ from tests.slurm.test_slurm_ecc_storm_journey import slurm_env
 
 def check(slurm: SlurmServers, tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "bot.cli", "cluster", "check", *env.pop("args", "").split()],
+        [sys.executable, "-m", "bot.cli.main", "cluster", "check", *env.pop("args", "").split()],
         cwd=tmp_path,
         env=slurm_env(slurm) | {"GPU_ONCALL_STORAGE__URL": f"sqlite:///{tmp_path}/o.db"} | env,
         capture_output=True,

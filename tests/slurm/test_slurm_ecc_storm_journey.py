@@ -30,13 +30,13 @@ from servers.oncall import TOKEN, alert, running_bot, webhook
 from servers.prometheus import poll
 from servers.world import World, runbook_signals, start_world
 
-from bot import journeys
+from bot.cli import journeys
 from bot.config import PrometheusSettings, ServerSettings, Settings, SlurmSettings, StorageSettings
 from bot.incidents.mttr import compute_figures
-from bot.terminal import Terminal
-from bot.wiring import Runtime, open_runtime
+from bot.cli.terminal import Terminal
+from bot.wiring.runtime import Runtime, open_runtime
 from integrations.signals import load_signal_catalog
-from integrations.sim import SCENARIO_DIR, Fleet, load_scenario
+from simulator import SCENARIO_DIR, Fleet, load_scenario
 from runbooks import SIGNALS_FILE
 from storage import incidents as incident_store
 from storage.db import session_scope
@@ -134,7 +134,7 @@ def test_ecc_storm_alert_to_drain_and_requeue_on_slurm(
         assert slurm.node_state(NODE) == "mixed" and reason(slurm) == ""  # reads only
 
         approve = subprocess.Popen(
-            [sys.executable, "-m", "bot.cli", "approve", incident.ref, "--as", "cli:alice"],
+            [sys.executable, "-m", "bot.cli.main", "approve", incident.ref, "--as", "cli:alice"],
             cwd=tmp_path, env=stack.env, text=True,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )  # fmt: skip

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from bot import journeys
+from bot.cli import journeys
 from bot.config import PolicySettings, Settings, SlurmSettings, StorageSettings
 from bot.engine.running import RunOutcome
-from bot.terminal import Terminal
-from bot.wiring import Runtime, open_runtime
-from integrations.sim import SCENARIO_DIR
+from bot.cli.terminal import Terminal
+from bot.wiring.runtime import Runtime, open_runtime
+from simulator import SCENARIO_DIR
 from integrations.slurm.records import PARTITION
 from tests.servers.slurm import SlurmServers
 
