@@ -281,6 +281,40 @@ class KubernetesSettings(SettingsGroup):
     """Node label that makes the bot refuse to cordon, drain or taint a node (value `true`)."""
 
 
+class SlurmSettings(SettingsGroup):
+    """A Slurm cluster (`cluster: slurm`; docs/slurm.md): slurmrestd for reads and, where the
+    served REST version has them, node updates and cancels; `scontrol` for the rest."""
+
+    url: str = "http://127.0.0.1:6820"
+    """slurmrestd's URL (loopback or a TLS-terminating proxy in front of it)."""
+    user: str = "root"
+    """The Slurm user the token belongs to (`X-SLURM-USER-NAME`): an operator (root, SlurmUser
+    or AdminLevel=Operator), since node updates and cancels of others' jobs need one."""
+    token: SecretStr | None = None
+    """The JWT for `user` (`X-SLURM-USER-TOKEN`; `scontrol token username=U lifespan=S` as
+    root). Never forwarded to `scontrol`, whose environment drops `SLURM_JWT`."""
+    scontrol: str = "scontrol"
+    """Path of `scontrol` (drain/resume on Slurm 22.05, requeue on every version). It runs as
+    the bot's Unix user through munge: that user must be root or SlurmUser."""
+    conf: Path | None = None
+    """slurm.conf for `scontrol` (`SLURM_CONF`). Unset: Slurm's default (/etc/slurm)."""
+    drain_mode: Literal["requeue", "cancel"] = "requeue"
+    """What `drain` does to the jobs on a node after draining it: `requeue` (jobs that allow it
+    restart elsewhere from their checkpoint; `--no-requeue` jobs are reported blocked) or
+    `cancel`."""
+    reason_prefix: str = Field(default="gpu-oncall:", min_length=2)
+    """Start of every drain reason the bot writes; only drains whose reason starts with it are
+    the bot's (LBNL NHC uses `NHC:`)."""
+    domain_features: dict[str, str] = Field(default_factory=lambda: {"rack-": "gpu-oncall.io/rack"})
+    """Node features that name a topology domain: feature prefix -> the label it fills, e.g.
+    `{"rack-": "gpu-oncall.io/rack"}` (feature `rack-07` puts the node in rack `rack-07`)."""
+    timeout_seconds: float | None = Field(default=None, gt=0)
+    """Per-request timeout against slurmrestd and for each `scontrol` call. Unset:
+    `timeouts.http_seconds` (scontrol: four times that)."""
+    retries: int = Field(default=3, ge=0, le=10)
+    """Retries after a connection error or HTTP 429/502/503/504, with exponential backoff."""
+
+
 class WorkSettings(SettingsGroup):
     lease_seconds: float = Field(default=60.0, gt=0)
     """How long a worker's claim on a piece of work (a triage run, a resumed approval, a
@@ -401,6 +435,7 @@ class Settings(BaseSettings):
     timeouts: TimeoutSettings = Field(default_factory=TimeoutSettings)
     prometheus: PrometheusSettings = Field(default_factory=PrometheusSettings)
     kubernetes: KubernetesSettings = Field(default_factory=KubernetesSettings)
+    slurm: SlurmSettings = Field(default_factory=SlurmSettings)
     sim: SimSettings = Field(default_factory=SimSettings)
     slack: SlackSettings = Field(default_factory=SlackSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
@@ -415,10 +450,11 @@ class Settings(BaseSettings):
     telemetry: Literal["sim", "prometheus"] = "sim"
     """Telemetry backend: `sim` (the in-process simulated fleet) or `prometheus` (a real
     Prometheus at `prometheus.url`; docs/operations.md)."""
-    cluster: Literal["sim", "kubernetes"] = "sim"
-    """Cluster backend: `sim` (the in-process simulated fleet) or `kubernetes` (a real API
-    server, settings in `kubernetes`; docs/operations.md). Chosen independently of `telemetry`;
-    with neither `sim`, no simulated fleet is built."""
+    cluster: Literal["sim", "kubernetes", "slurm"] = "sim"
+    """Cluster backend: `sim` (the in-process simulated fleet), `kubernetes` (a real API
+    server, settings in `kubernetes`; docs/operations.md) or `slurm` (slurmctld through
+    slurmrestd and scontrol, settings in `slurm`; docs/slurm.md). Chosen independently of
+    `telemetry`; with neither `sim`, no simulated fleet is built."""
 
 
 def render_settings_doc() -> str:

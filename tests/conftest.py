@@ -1,5 +1,6 @@
 """Shared fixtures: isolated Settings (a SQLite file under tmp_path), shipped scenarios, and one
-real PostgreSQL server per test session (each test that needs it makes its own database)."""
+real PostgreSQL server per test session (each test that needs it makes its own database), and
+one throw-away Slurm cluster per session for the tests that need one."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from bot.config import Settings, StorageSettings
 from simulator import SCENARIO_DIR
 from tests.servers.postgres import PostgresServer, start_postgres
+from tests.servers.slurm import SlurmServers, start_slurm
 
 if TYPE_CHECKING:
     from tests.servers.kube_apiserver import ControlPlane
@@ -33,6 +35,14 @@ def postgres_server() -> Iterator[PostgresServer]:
     """Debian's PostgreSQL on 127.0.0.1, started once for the whole session."""
     with start_postgres() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def slurm_servers() -> Iterator[SlurmServers]:
+    """A throw-away Slurm cluster on 127.0.0.1 (tests/servers/slurm.py), started once for the
+    whole session by the first test that needs it (tests/slurm, the Cluster contract suite)."""
+    with start_slurm() as servers:
+        yield servers
 
 
 @pytest.fixture

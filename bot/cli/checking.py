@@ -26,7 +26,7 @@ AGENT_ROLE = "deploy/kubernetes/node-agent/rbac.yaml"
 class ClusterCheck:
     """The answer for each permission, and where it came from."""
 
-    backend: str  # sim | kubernetes
+    backend: str  # sim | kubernetes | slurm
     permissions: tuple[Permission, ...]
 
     @property
@@ -60,6 +60,8 @@ class ClusterCheck:
 
 def check_cluster(settings: Settings) -> ClusterCheck:
     """Ask the configured cluster; the simulated one grants everything without being built."""
+    if settings.cluster == "slurm":
+        return _check_slurm(settings)
     from integrations.k8s import JOB_PERMISSIONS, REQUIRED_PERMISSIONS
 
     needed = list(REQUIRED_PERMISSIONS)
@@ -72,6 +74,18 @@ def check_cluster(settings: Settings) -> ClusterCheck:
 
     cluster = make_cluster(settings, sim=None)
     return ClusterCheck("kubernetes", tuple(cluster.check_permissions(needed)))
+
+
+def _check_slurm(settings: Settings) -> ClusterCheck:
+    """Token, REST version, operator, and the scontrol calls (integrations/slurm/checking.py)."""
+    from bot.wiring.slurm import make_slurm_cluster
+    from integrations.slurm.checking import check_slurm
+
+    cluster = make_slurm_cluster(settings)
+    try:
+        return ClusterCheck("slurm", tuple(check_slurm(cluster)))
+    finally:
+        cluster.close()
 
 
 def render_check(check: ClusterCheck) -> list[str]:
@@ -89,6 +103,13 @@ def render_check(check: ClusterCheck) -> list[str]:
         lines.append(f"All {len(check.permissions)} permissions granted.")
         return lines
     missing = ", ".join(p.describe() for p in check.missing)
+    if check.backend == "slurm":
+        lines.append(
+            f"{len(check.missing)} of {len(check.permissions)} checks failed: {missing}. "
+            "See docs/slurm.md (an operator token, the bot running as root or SlurmUser) and "
+            "run `gpu-oncall cluster check` again."
+        )
+        return lines
     roles = f"the ClusterRole in {CLUSTER_ROLE}"
     if any(p.namespace for p in check.missing):
         roles += f" and the node agent's Role in {AGENT_ROLE}"

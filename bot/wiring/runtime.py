@@ -242,13 +242,17 @@ def _open_simulation(
 
 
 def make_cluster(settings: Settings, *, sim: Simulation | None) -> Cluster:
-    """The Cluster adapter `settings.cluster` names (`sim` | `kubernetes`)."""
+    """The Cluster adapter `settings.cluster` names (`sim` | `kubernetes` | `slurm`)."""
     if settings.cluster == "sim":
         from bot.wiring.simulation import WriteThroughCluster
 
         if sim is None:  # simulated() is true whenever cluster is sim
             raise UserInputError("cluster=sim needs the simulated fleet")
         return WriteThroughCluster(sim)
+    if settings.cluster == "slurm":
+        from bot.wiring.slurm import make_slurm_cluster  # Slurm: only when configured
+
+        return make_slurm_cluster(settings)
     from integrations.k8s import KubernetesCluster  # kubernetes: only when configured
 
     return KubernetesCluster.from_endpoint(make_kubernetes_endpoint(settings))

@@ -50,7 +50,7 @@ def test_the_backends_are_validated() -> None:
 
 @pytest.mark.parametrize(
     ("variable", "value", "valid"),
-    [("GPU_ONCALL_CLUSTER", "k8s", "'sim' or 'kubernetes'"),
+    [("GPU_ONCALL_CLUSTER", "k8s", "'sim', 'kubernetes' or 'slurm'"),
      ("GPU_ONCALL_TELEMETRY", "thanos", "'sim' or 'prometheus'"),
      ("GPU_ONCALL_POLICY__MAX_UNHEALTHY", "abc", "should match pattern '^\\d+%?$'")],
 )

@@ -1,9 +1,10 @@
 """Fixtures for the port contract suites: one small simulated fleet, seen through SimCluster,
 through KubernetesCluster talking HTTP to the fake API server that mirrors it, or through
 KubernetesCluster on the REAL kube-apiserver (`apiserver`: the session's control plane, the
-fleet written into it, the bot's own ServiceAccount bound to exactly the deployed roles).
+fleet written into it, the bot's own ServiceAccount bound to exactly the deployed roles); and the
+cases with a Slurm meaning on SlurmCluster against the session's real Slurm daemons (`slurm`).
 Cases that need a kubelet or a controller (logs, Jobs that finish) or an interleaving only the
-fake can stage are marked `fake_api_only` and not collected for the real server.
+fake can stage are marked `fake_api_only` and not collected for the real API server.
 
 The "kubernetes" world's fake grants exactly the ClusterRole in deploy/kubernetes/base plus the
 node agent's Job Role, so a contract case that needs an API the roles lack fails with 403; every
@@ -37,6 +38,7 @@ from tests.servers.kube_world import (
     required_permissions,
     role_permissions,
 )
+from tests.servers.slurm import SlurmServers, make_slurm_cluster
 
 
 @dataclass
@@ -109,19 +111,42 @@ def fleet() -> Fleet:
     return contract_fleet()
 
 
+#: The contract cases with a Slurm meaning, run on real Slurm daemons too (the others name
+#: pods, taints, PDBs, RBAC denials or Jobs that Slurm does not have; tests/slurm/ covers the
+#: Slurm verbs themselves). The Slurm world's nodes are the session cluster's gpu-node-00..15.
+SLURM_CASES = frozenset(
+    {
+        "test_nodes_by_name_and_an_unknown_name",
+        "test_cordon_twice_changes_once_and_uncordon_undoes_it",
+        "test_annotate_and_label_add_then_remove",
+        "test_an_unknown_node_raises_node_not_found",
+        "test_hostile_names_are_refused_before_any_request",
+        "test_hostile_marker_values_are_refused_before_any_request",
+        "test_no_health_checks_means_no_pauses",
+        "test_an_unknown_job_raises_job_not_found",
+        "test_hostile_job_names_are_refused_before_any_request",
+    }
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Cases marked `fake_api_only` are not collected for the real API server (deselected,
-    not skipped: the real server cannot express them)."""
-    kept, dropped = [], []
+    """Deselect (never skip) the Slurm runs of cases that have no Slurm meaning, and the cases
+    marked `fake_api_only` on the real API server (it cannot express them)."""
+    keep, dropped = [], []
     for item in items:
-        real = "[apiserver" in item.nodeid
-        (dropped if real and item.get_closest_marker("fake_api_only") else kept).append(item)
+        callspec = getattr(item, "callspec", None)
+        world = callspec.params.get("world") if callspec is not None else None
+        name = getattr(item, "originalname", item.name)
+        in_suite = item.path.parent.name == "contracts"
+        off_slurm = in_suite and world == "slurm" and name not in SLURM_CASES
+        off_real = world == "apiserver" and item.get_closest_marker("fake_api_only") is not None
+        (dropped if off_slurm or off_real else keep).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
-        items[:] = kept
+        items[:] = keep
 
 
-@pytest.fixture(params=["sim", "kubernetes", "apiserver"])
+@pytest.fixture(params=["sim", "kubernetes", "apiserver", "slurm"])
 def world(request: pytest.FixtureRequest, fleet: Fleet, tmp_path: Path) -> Iterator[World]:
     if request.param == "sim":
         yield World("sim", fleet, SimCluster(fleet))
@@ -137,6 +162,12 @@ def world(request: pytest.FixtureRequest, fleet: Fleet, tmp_path: Path) -> Itera
         )
         yield World("apiserver", fleet, cluster, timer=timer, real=real)
         cluster.close()
+    if request.param == "slurm":
+        servers: SlurmServers = request.getfixturevalue("slurm_servers")
+        servers.reset()
+        slurm = make_slurm_cluster(servers)
+        yield World("slurm", fleet, slurm)
+        slurm.close()
         return
     with start_fake_kube() as fake:
         fake.seed_from_fleet(fleet)

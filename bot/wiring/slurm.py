@@ -1,0 +1,34 @@
+"""Settings -> SlurmCluster: the Slurm half of the composition root (`wiring.make_cluster`
+calls it when `cluster: slurm`). Plain constructor arguments go down to `integrations.slurm`,
+which never reads settings itself."""
+
+from __future__ import annotations
+
+import httpx
+
+from bot.config import Settings
+from bot.errors import UserInputError
+from integrations.slurm import Labelling, Scontrol, SlurmCluster, SlurmRest
+
+
+def make_slurm_cluster(settings: Settings) -> SlurmCluster:
+    """slurmrestd at `slurm.url` with the operator token, and `scontrol` with its own
+    environment minus SLURM_JWT. The REST version is detected on first use."""
+    s = settings.slurm
+    if s.token is None:
+        raise UserInputError(
+            "GPU_ONCALL_CLUSTER=slurm needs GPU_ONCALL_SLURM__TOKEN: a JWT for an operator "
+            "(`scontrol token username=<user> lifespan=<seconds>` as root); docs/slurm.md"
+        )
+    timeout = s.timeout_seconds or settings.timeouts.http_seconds
+    http = httpx.Client(base_url=s.url, timeout=timeout)
+    rest = SlurmRest(http, user=s.user, token=s.token.get_secret_value(), retries=s.retries)
+    scontrol = Scontrol(
+        s.scontrol, conf=str(s.conf) if s.conf else None, timeout_seconds=timeout * 4
+    )
+    labelling = Labelling(
+        domain_features=dict(s.domain_features),
+        reason_prefix=s.reason_prefix,
+        markers_prefix=settings.kubernetes.marker_prefix,
+    )
+    return SlurmCluster(rest, scontrol, labelling=labelling, drain_mode=s.drain_mode)

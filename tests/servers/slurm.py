@@ -1,0 +1,419 @@
+"""A throw-away Slurm cluster (Debian's Slurm 22.05 daemons) on 127.0.0.1 for the real-Slurm tests.
+
+`SlurmServers` writes slurm.conf, gres.conf and cgroup.conf into a private directory, makes
+eight fake GPU character devices (`mknod ... c 195 N`), and starts, in the foreground so every
+PID is ours: munged on a private socket, slurmctld, one `slurmd -N gpu-node-XX` per node (16
+nodes x 8 GPUs, each slurmd on its own loopback port) and slurmrestd with JWT auth as the
+unprivileged `nobody`. `CommunicationParameters=NoInAddrAny,NoCtldInAddrAny` keeps every daemon
+on loopback; timers are short so a killed slurmd's node goes DOWN in well under a minute.
+Stopping cancels the jobs, waits (bounded) for them to end, then stops only the PIDs it
+started. A missing binary fails the test naming the package (tools/setup/slurm.sh installs
+them); nothing is ever skipped. The tests run as root (munged, slurmd and mknod need it).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from integrations.slurm import Labelling, Scontrol, SlurmCluster, SlurmRest
+from tests.servers.prometheus import free_port, poll, stop_process
+
+PACKAGES = "slurmctld slurmd slurmrestd slurm-client munge slurm-wlm-jwt-plugin"
+NODES = tuple(f"gpu-node-{i:02d}" for i in range(16))
+GPUS_PER_NODE = 8
+PARTITIONS = {"train": NODES[:12], "infer": NODES[12:]}
+RACKS = {"rack-00": NODES[:8], "rack-01": NODES[8:]}
+REST_VERSIONS = ("v0.0.38", "v0.0.37")
+REST_USER = "nobody"
+#: Slurm daemons take longer than Prometheus: node registration and slurmrestd's plugin loading.
+WAIT_SECONDS = 60.0
+
+
+def slurm_binary(name: str) -> str:
+    """The absolute path of a Slurm/munge binary, or fail (never skip) naming the packages."""
+    path = shutil.which(name) or next(
+        (str(p) for p in (Path("/usr/sbin") / name, Path("/usr/bin") / name) if p.exists()), None
+    )
+    if path is None:
+        pytest.fail(
+            f"'{name}' not found: install Debian's Slurm packages ({PACKAGES}) with "
+            "tools/setup/slurm.sh; .ci/run does this in CI",
+            pytrace=False,
+        )
+    return path
+
+
+def free_port_range(count: int) -> int:
+    """The first of `count` consecutive ports nothing listens on (one slurmd each)."""
+    for _ in range(50):
+        base = free_port()
+        if base + count < 65000 and all(_port_free(base + i) for i in range(count)):
+            return base
+    pytest.fail(f"no {count} consecutive free ports on 127.0.0.1", pytrace=False)
+
+
+def _port_free(port: int) -> bool:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+@dataclass
+class SlurmServers:
+    """The running cluster: its config, its REST URL, and the moves tests make on it."""
+
+    workdir: Path
+    ctld_port: int = field(default_factory=free_port)
+    rest_port: int = field(default_factory=free_port)
+    slurmd_base: int = field(default_factory=lambda: free_port_range(len(NODES)))
+    munged: subprocess.Popen[bytes] | None = None
+    slurmctld: subprocess.Popen[bytes] | None = None
+    slurmd: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    slurmrestd: subprocess.Popen[bytes] | None = None
+
+    @property
+    def conf(self) -> Path:
+        return self.workdir / "slurm.conf"
+
+    @property
+    def rest_url(self) -> str:
+        return f"http://127.0.0.1:{self.rest_port}"
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment for Slurm's CLI: this cluster's config, no ambient token."""
+        env = {k: v for k, v in os.environ.items() if k != "SLURM_JWT"}
+        return env | {"SLURM_CONF": str(self.conf)}
+
+    def run(self, *argv: str, check: bool = True) -> str:
+        """Run a Slurm CLI command (scontrol, sbatch, squeue...) against this cluster."""
+        done = subprocess.run(
+            [slurm_binary(argv[0]), *argv[1:]],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        if check and done.returncode != 0:
+            pytest.fail(f"{' '.join(argv)} failed: {done.stderr.strip()}", pytrace=False)
+        return done.stdout
+
+    def token(self, user: str = "root", *, lifespan: int = 3600) -> str:
+        """A JWT for `user`, minted by root (`scontrol token`)."""
+        out = self.run("scontrol", "token", f"username={user}", f"lifespan={lifespan}")
+        return out.strip().partition("SLURM_JWT=")[2]
+
+    def submit(
+        self,
+        *,
+        node: str,
+        name: str,
+        gpus: int = GPUS_PER_NODE,
+        requeue: bool = True,
+        user: str = "nobody",
+        nodes: int = 1,
+    ) -> str:
+        """Start a sleeping job holding `gpus` GPUs per node on `node` (a host list); its id."""
+        out = self.run(
+            "sbatch",
+            "--parsable",
+            f"--uid={user}",
+            f"--job-name={name}",
+            f"--nodelist={node}",
+            f"--nodes={nodes}",
+            f"--gres=gpu:h100:{gpus}",
+            "--requeue" if requeue else "--no-requeue",
+            "--chdir=/tmp",
+            "--output=/dev/null",
+            "--wrap=sleep 3600",
+        )
+        job = out.strip().split(";")[0]
+        poll(lambda: self.job_state(job) == "RUNNING", what=f"job {job} running on {node}")
+        return job
+
+    def job_state(self, job: str) -> str:
+        out = self.run("squeue", "-h", "-j", job, "-o", "%T", check=False)
+        return out.strip() or "GONE"
+
+    def node_state(self, node: str) -> str:
+        """`sinfo`'s long state of one node (idle, mixed, drained, down*, ...)."""
+        return self.run("sinfo", "-h", "-N", "-n", node, "-o", "%T").strip().splitlines()[0]
+
+    def drain(self, node: str, reason: str) -> None:
+        """A drain by someone else (an admin, LBNL NHC), through scontrol as root."""
+        self.run("scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}")
+
+    def resume(self, node: str) -> None:
+        """A person's RESUME (scontrol as root)."""
+        self.run("scontrol", "update", f"nodename={node}", "state=resume")
+
+    def reset(self) -> None:
+        """Back to an idle cluster between tests: cancel every job, resume every drain."""
+        self.run("scancel", "--full", "--user=nobody", check=False)
+        self.run("scancel", "--full", "--user=root", check=False)
+        poll(lambda: not self.run("squeue", "-h", "-o", "%i").strip(), what="jobs to end")
+        for node in NODES:
+            if node not in self.slurmd:
+                self.start_slurmd(node)
+        for node, state in self.states().items():
+            if "drain" in state or "down" in state:
+                self.run("scontrol", "update", f"nodename={node}", "state=resume", check=False)
+        self.run("scontrol", "update", f"nodename={','.join(NODES)}", "comment=", check=False)
+        poll(self._all_idle, what="every node idle", seconds=WAIT_SECONDS)
+
+    def kill_slurmd(self, node: str) -> None:
+        """SIGKILL one node's slurmd (a crashed node); `reset` starts it again."""
+        process = self.slurmd.pop(node)
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=10)
+
+    # --- bring-up -------------------------------------------------------------------------
+
+    def start(self) -> SlurmServers:
+        self._write_config()
+        self._start_munged()
+        self._start_slurmctld()
+        for node in NODES:
+            self.start_slurmd(node)
+        poll(self._all_idle, what=f"16 idle nodes (logs: {self.workdir / 'log'})",
+             seconds=WAIT_SECONDS)
+        self._start_slurmrestd()
+        return self
+
+    def start_slurmd(self, node: str) -> None:
+        (self.workdir / "spool" / node).mkdir(parents=True, exist_ok=True)
+        self.slurmd[node] = self._spawn(
+            [slurm_binary("slurmd"), "-D", "-N", node, "-f", str(self.conf)], f"slurmd.{node}"
+        )
+
+    def stop(self) -> None:
+        """Cancel the jobs (their slurmstepd are not our children), then stop our PIDs."""
+        if self.slurmctld is not None and self.slurmctld.poll() is None:
+            self.run("scancel", "--full", "--user=nobody", check=False)
+            self.run("scancel", "--full", "--user=root", check=False)
+            deadline = time.monotonic() + 30
+            while self.run("squeue", "-h", "-o", "%i", check=False).strip():
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+        processes = [self.slurmrestd, *self.slurmd.values(), self.slurmctld, self.munged]
+        self.slurmrestd, self.slurmd, self.slurmctld, self.munged = None, {}, None, None
+        for process in processes:
+            if process is not None and process.poll() is None:
+                process.terminate()
+        for process in processes:
+            stop_process(process)
+
+    def _write_config(self) -> None:
+        work = self.workdir
+        for sub in ("log", "state", "spool", "dev", "munge"):
+            (work / sub).mkdir(parents=True, exist_ok=True)
+        (work / "munge").chmod(0o755)
+        for index in range(GPUS_PER_NODE):
+            device = work / "dev" / f"nvidia{index}"
+            if not device.exists():
+                os.mknod(device, 0o666 | 0o020000, os.makedev(195, index))
+        key = work / "munge" / "munge.key"
+        key.write_bytes(os.urandom(1024))
+        key.chmod(0o400)
+        jwt = work / "jwt.key"
+        jwt.write_bytes(os.urandom(32))
+        jwt.chmod(0o600)
+        self.conf.write_text(self._slurm_conf())
+        (work / "gres.conf").write_text(
+            f"NodeName={_hostlist(NODES)} Name=gpu Type=h100 "
+            f"File={work}/dev/nvidia[0-{GPUS_PER_NODE - 1}]\n"
+        )
+        (work / "cgroup.conf").write_text("CgroupPlugin=cgroup/v1\nIgnoreSystemd=yes\n")
+
+    def _slurm_conf(self) -> str:
+        work = self.workdir
+        lines = [
+            "ClusterName=oncall",
+            "SlurmctldHost=localhost(127.0.0.1)",
+            f"SlurmctldPort={self.ctld_port}",
+            "SlurmUser=root",
+            "SlurmdUser=root",
+            "AuthType=auth/munge",
+            "CredType=cred/munge",
+            f"AuthInfo=socket={work}/munge/munge.socket.2,cred_expire=10",
+            "AuthAltTypes=auth/jwt",
+            f"AuthAltParameters=jwt_key={work}/jwt.key",
+            "CommunicationParameters=NoInAddrAny,NoCtldInAddrAny",
+            f"StateSaveLocation={work}/state",
+            f"SlurmdSpoolDir={work}/spool/%n",
+            f"SlurmctldPidFile={work}/slurmctld.pid",
+            f"SlurmdPidFile={work}/spool/%n/slurmd.pid",
+            f"SlurmctldLogFile={work}/log/slurmctld.log",
+            f"SlurmdLogFile={work}/log/slurmd.%n.log",
+            "ProctrackType=proctrack/linuxproc",
+            "TaskPlugin=task/none",
+            "JobAcctGatherType=jobacct_gather/none",
+            "AccountingStorageType=accounting_storage/none",
+            "JobCompType=jobcomp/none",
+            "MpiDefault=none",
+            "SchedulerType=sched/backfill",
+            "SelectType=select/cons_tres",
+            "SelectTypeParameters=CR_Core",
+            "GresTypes=gpu",
+            "SlurmdParameters=config_overrides",
+            "SlurmdTimeout=30",
+            "SlurmctldTimeout=30",
+            "MessageTimeout=5",
+            "ReturnToService=2",
+            "KillWait=2",
+            "InactiveLimit=0",
+            "MinJobAge=300",
+            "JobRequeue=1",
+            "SlurmctldDebug=info",
+            "SlurmdDebug=info",
+        ]
+        port = self.slurmd_base
+        for rack, nodes in RACKS.items():
+            lines.append(
+                f"NodeName={_hostlist(nodes)} NodeHostname=localhost NodeAddr=127.0.0.1 "
+                f"Port=[{port}-{port + len(nodes) - 1}] CPUs=64 RealMemory=1000 "
+                f"Gres=gpu:h100:{GPUS_PER_NODE} Feature=h100,{rack} State=UNKNOWN"
+            )
+            port += len(nodes)
+        for name, nodes in PARTITIONS.items():
+            default = "YES" if name == "train" else "NO"
+            lines.append(
+                f"PartitionName={name} Nodes={_hostlist(nodes)} Default={default} "
+                "MaxTime=INFINITE State=UP"
+            )
+        return "\n".join(lines) + "\n"
+
+    def _spawn(self, argv: Sequence[str], name: str) -> subprocess.Popen[bytes]:
+        log = (self.workdir / "log" / f"{name}.out").open("wb")
+        with log:
+            return subprocess.Popen(argv, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+
+    def _start_munged(self) -> None:
+        munge = self.workdir / "munge"
+        self.munged = self._spawn(
+            [
+                slurm_binary("munged"),
+                "--foreground",
+                "--force",
+                f"--key-file={munge / 'munge.key'}",
+                f"--socket={munge / 'munge.socket.2'}",
+                f"--pid-file={munge / 'munged.pid'}",
+                f"--log-file={munge / 'munged.log'}",
+                f"--seed-file={munge / 'munged.seed'}",
+            ],
+            "munged",
+        )
+        poll(lambda: (munge / "munge.socket.2").exists(), what="munged's socket")
+
+    def _start_slurmctld(self) -> None:
+        self.slurmctld = self._spawn(
+            [slurm_binary("slurmctld"), "-D", "-c", "-f", str(self.conf)], "slurmctld"
+        )
+
+        def pinged() -> bool:
+            self._alive(self.slurmctld, "slurmctld")
+            out = self.run("scontrol", "ping", check=False)
+            return "is UP" in out
+
+        poll(pinged, what="slurmctld to answer scontrol ping", seconds=WAIT_SECONDS)
+
+    def _start_slurmrestd(self) -> None:
+        argv = [
+            slurm_binary("setpriv"),
+            f"--reuid={REST_USER}",
+            "--regid=nogroup",
+            "--clear-groups",
+            "env",
+            "SLURM_JWT=daemon",
+            slurm_binary("slurmrestd"),
+            "-a",
+            "rest_auth/jwt",
+            "-s",
+            ",".join(f"openapi/{v}" for v in REST_VERSIONS),
+            f"127.0.0.1:{self.rest_port}",
+        ]
+        self.slurmrestd = self._spawn(argv, "slurmrestd")
+        token = self.token()
+        with httpx.Client(base_url=self.rest_url, timeout=5.0) as http:
+
+            def answers() -> bool:
+                self._alive(self.slurmrestd, "slurmrestd")
+                headers = {"X-SLURM-USER-NAME": "root", "X-SLURM-USER-TOKEN": token}
+                try:
+                    return http.get(f"/slurm/{REST_VERSIONS[0]}/ping", headers=headers).is_success
+                except httpx.TransportError:
+                    return False
+
+            poll(answers, what=f"slurmrestd on {self.rest_url}", seconds=WAIT_SECONDS)
+
+    def states(self) -> dict[str, str]:
+        """Every node's `sinfo` long state (idle, mixed, drained, down*, ...)."""
+        out = self.run("sinfo", "-h", "-N", "-o", "%N %T", check=False)
+        return dict(line.split() for line in out.splitlines() if line.strip())
+
+    def _all_idle(self) -> bool:
+        self._alive(self.slurmctld, "slurmctld")
+        states = self.states()
+        return len(states) == len(NODES) and set(states.values()) == {"idle"}
+
+    def _alive(self, process: subprocess.Popen[bytes] | None, name: str) -> None:
+        if process is not None and process.poll() is not None:
+            log = self.workdir / "log" / f"{name}.out"
+            pytest.fail(
+                f"{name} exited with {process.returncode}: {log.read_text()[-2000:]}",
+                pytrace=False,
+            )
+
+
+def _hostlist(nodes: Sequence[str]) -> str:
+    """`gpu-node-[00-07]` for consecutive gpu-node names (the fixture's own, always so)."""
+    first, last = nodes[0].rsplit("-", 1)[1], nodes[-1].rsplit("-", 1)[1]
+    return f"gpu-node-[{first}-{last}]"
+
+
+LABELLING = Labelling(domain_features={"rack-": "gpu-oncall.io/rack"})
+
+
+def make_slurm_cluster(
+    servers: SlurmServers, *, user: str = "root", token: str | None = None, **options: Any
+) -> SlurmCluster:
+    """A SlurmCluster on this cluster: its slurmrestd with `user`'s token (root: an operator),
+    and scontrol with its slurm.conf."""
+    http = httpx.Client(base_url=servers.rest_url, timeout=10.0)
+    rest = SlurmRest(http, user=user, token=token or servers.token(user))
+    scontrol = Scontrol(environ=servers.env, conf=str(servers.conf))
+    return SlurmCluster(rest, scontrol, labelling=LABELLING, **options)
+
+
+@contextmanager
+def start_slurm() -> Iterator[SlurmServers]:
+    """A cluster for the duration of the block. Its directory is world-readable (slurmrestd
+    runs as `nobody` and reads slurm.conf), so it lives outside pytest's 0700 tmp_path."""
+    workdir = Path(tempfile.mkdtemp(prefix="gpu-oncall-slurm-"))
+    workdir.chmod(0o755)
+    servers = SlurmServers(workdir)
+    try:
+        yield servers.start()
+    finally:
+        servers.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
