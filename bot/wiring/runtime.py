@@ -116,6 +116,10 @@ def make_node_agent(settings: Settings) -> NodeAgent | None:
     mode = a.chosen_mode()
     if mode == "none":
         return None
+    if mode == "job" and settings.cluster == "slurm":
+        raise UserInputError(
+            "agent.mode=job runs a Kubernetes Job; on Slurm use agent.mode=http (docs/slurm.md)"
+        )
     if mode == "job":
         from integrations.node_jobs import JobNodeAgent, JobTemplateError, load_job_template
 

@@ -162,6 +162,7 @@ def world(request: pytest.FixtureRequest, fleet: Fleet, tmp_path: Path) -> Itera
         )
         yield World("apiserver", fleet, cluster, timer=timer, real=real)
         cluster.close()
+        return
     if request.param == "slurm":
         servers: SlurmServers = request.getfixturevalue("slurm_servers")
         servers.reset()

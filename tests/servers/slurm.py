@@ -189,6 +189,11 @@ class SlurmServers:
     # --- bring-up -------------------------------------------------------------------------
 
     def start(self) -> SlurmServers:
+        if os.geteuid() != 0:
+            pytest.fail(
+                "the Slurm tests run as root (munged, slurmd and mknod of the fake GPUs need it)",
+                pytrace=False,
+            )
         self._write_config()
         self._start_munged()
         self._start_slurmctld()

@@ -4,13 +4,15 @@ that file.
 
 Covers: every `GPU_ONCALL_*` variable in gpu-oncall.env names a real setting (pydantic-settings
 ignores unknown ones silently, so a typo would otherwise go unnoticed); loading the file gives
-cluster=slurm with a secret token; the unit's ExecStartPre/ExecStart/EnvironmentFile lines.
+cluster=slurm with a secret token; the unit's ExecStartPre/ExecStart/EnvironmentFile lines;
+the Kubernetes Job node agent refused at start-up on Slurm, with the alternative.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from pydantic import BaseModel
 
 from bot.config import Settings
@@ -57,3 +59,13 @@ def test_the_unit_checks_the_cluster_before_serving_and_never_sets_slurm_jwt() -
     assert "ExecStart=/opt/gpu-oncall/bin/gpu-oncall serve" in unit
     assert "UnsetEnvironment=SLURM_JWT" in unit
     assert not any(line.startswith("Environment=SLURM_JWT") for line in unit)
+
+
+def test_the_kubernetes_job_agent_is_refused_on_slurm_at_start_up() -> None:
+    from bot.config import AgentSettings
+    from bot.errors import UserInputError
+    from bot.wiring import make_node_agent
+
+    settings = Settings(cluster="slurm", agent=AgentSettings(mode="job"))
+    with pytest.raises(UserInputError, match="on Slurm use agent.mode=http"):
+        make_node_agent(settings)
