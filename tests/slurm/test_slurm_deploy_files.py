@@ -64,7 +64,7 @@ def test_the_unit_checks_the_cluster_before_serving_and_never_sets_slurm_jwt() -
 def test_the_kubernetes_job_agent_is_refused_on_slurm_at_start_up() -> None:
     from bot.config import AgentSettings
     from bot.errors import UserInputError
-    from bot.wiring import make_node_agent
+    from bot.wiring.runtime import make_node_agent
 
     settings = Settings(cluster="slurm", agent=AgentSettings(mode="job"))
     with pytest.raises(UserInputError, match="on Slurm use agent.mode=http"):
