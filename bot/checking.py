@@ -26,6 +26,7 @@ class ClusterCheck:
 
     backend: str  # sim | kubernetes
     permissions: tuple[Permission, ...]
+    identity: str = ""  # whom the API server authenticated (SelfSubjectReview)
 
     @property
     def missing(self) -> tuple[Permission, ...]:
@@ -38,6 +39,7 @@ class ClusterCheck:
     def to_dict(self) -> dict[str, Any]:
         return {
             "cluster": self.backend,
+            "identity": self.identity,
             "ok": self.ok,
             "permissions": [
                 {
@@ -67,14 +69,16 @@ def check_cluster(settings: Settings) -> ClusterCheck:
         granted = tuple(replace(p, allowed=True, reason="simulated") for p in needed)
         return ClusterCheck("sim", granted)
     from bot.wiring import make_cluster
+    from integrations.k8s import KubernetesCluster
 
     cluster = make_cluster(settings, sim=None)
-    return ClusterCheck("kubernetes", tuple(cluster.check_permissions(needed)))
+    who = cluster.identity() if isinstance(cluster, KubernetesCluster) else ""
+    return ClusterCheck("kubernetes", tuple(cluster.check_permissions(needed)), identity=who)
 
 
 def render_check(check: ClusterCheck) -> list[str]:
     """The table, then a verdict line that says what to do about anything missing."""
-    lines = []
+    lines = [f"Identity: {check.identity}"] if check.identity else []
     if check.backend == "sim":
         lines.append("Simulated cluster (GPU_ONCALL_CLUSTER=sim): it grants every permission.")
     lines.append(f"{'VERB':<8} {'RESOURCE':<28} {'GROUP':<18} ALLOWED")

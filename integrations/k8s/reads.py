@@ -8,7 +8,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from integrations.cluster import ClusterEvent, JobRun, NodeInfo, PodInfo, RemediationPause
-from integrations.errors import ClusterError, JobNotFound, NodeNotFound, PodNotFound
+from integrations.errors import (
+    ClusterError,
+    ClusterForbidden,
+    JobNotFound,
+    NodeNotFound,
+    PodNotFound,
+)
 from integrations.k8s.permissions import (
     GET_JOBS,
     LIST_EVENTS,
@@ -132,6 +138,10 @@ def node_logs(api: Transport, node: str, *, query: str, tail_lines: int = 500) -
         )
     except KubeletRefused as exc:
         raise ClusterError(f"{hint}; it answered HTTP {exc.status}: {exc.text}") from exc
+    except (NodeNotFound, ClusterForbidden):
+        raise
+    except ClusterError as exc:  # the API server could not reach the kubelet (500/503, ...)
+        raise ClusterError(f"{hint}; {exc}") from exc
     if _file_listing(text) or "log not found for" in text:
         raise ClusterError(hint)
     lines = text.splitlines()
