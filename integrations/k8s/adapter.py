@@ -93,8 +93,13 @@ class KubernetesCluster:
 
     # --- reads -----------------------------------------------------------------------------
 
-    def nodes(self, names: Collection[str] | None = None) -> list[NodeInfo]:
-        return reads.nodes(self.transport, names)
+    def nodes(
+        self,
+        names: Collection[str] | None = None,
+        *,
+        labels: Mapping[str, str | None] | None = None,
+    ) -> list[NodeInfo]:
+        return reads.nodes(self.transport, names, labels=labels)
 
     def pods_on(self, node: str) -> list[PodInfo]:
         return reads.pods_on(self.transport, node)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -32,9 +32,11 @@ from integrations.k8s_records import cluster_event, health_check_pause, job_run,
 from integrations.names import (
     check_container_name,
     check_job_name,
+    check_label_value,
     check_namespace,
     check_node_name,
     check_pod_name,
+    check_qualified_key,
 )
 from integrations.selectors import InvalidSelector
 
@@ -49,12 +51,32 @@ _NODE_LOG_HINT = (
 _EPOCH = datetime.min.replace(tzinfo=UTC)
 
 
-def nodes(api: Transport, names: Collection[str] | None = None) -> list[NodeInfo]:
-    """All nodes (paginated list) or the named ones (one GET each; unknown: NodeNotFound)."""
+def nodes(
+    api: Transport,
+    names: Collection[str] | None = None,
+    *,
+    labels: Mapping[str, str | None] | None = None,
+) -> list[NodeInfo]:
+    """All nodes or those `labels` select (one paginated list), or the named ones (one GET
+    each; unknown: NodeNotFound)."""
     if names is None:
-        return [node_info(n) for n in api.pages(LIST_NODES, api.core.list_node)]
+        selector = label_selector(labels or {})
+        listed = api.pages(LIST_NODES, api.core.list_node, label_selector=selector or None)
+        return [node_info(n) for n in listed]
     wanted = [check_node_name(name) for name in names]
     return [node_info(api.read_node(name)) for name in wanted]
+
+
+def label_selector(labels: Mapping[str, str | None]) -> str:
+    """`a=b,!c`: equality for a value, absence for None (keys and values validated)."""
+    terms = []
+    for key, value in sorted(labels.items()):
+        check_qualified_key(key, what="label key")
+        if value is None:
+            terms.append(f"!{key}")
+        else:
+            terms.append(f"{key}={check_label_value(value)}")
+    return ",".join(terms)
 
 
 def pods_on(api: Transport, node: str) -> list[PodInfo]:
