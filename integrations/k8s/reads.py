@@ -57,12 +57,26 @@ def nodes(
     *,
     labels: Mapping[str, str | None] | None = None,
 ) -> list[NodeInfo]:
-    """All nodes or those `labels` select (one paginated list), or the named ones (one GET
-    each; unknown: NodeNotFound)."""
+    """All nodes (one paginated list) or those `labels` select, or the named ones (one GET
+    each; unknown: NodeNotFound).
+
+    A label-selected list (a pool's or a domain's members, for the safety limits) is served
+    from the API server's watch cache (`resourceVersion=0`, as an informer's first list):
+    etcd has no label index, so a consistent read makes the server read and decode every
+    node of the fleet to return a pool; the cache answers from memory, at most a watch event
+    behind (a removal in flight is counted from the action ledger, not from this list)."""
+    if names is None and labels:
+        listed = api.send(
+            LIST_NODES,
+            lambda: api.core.list_node(
+                label_selector=label_selector(labels),
+                resource_version="0",
+                _request_timeout=api.timeout,
+            ),
+        )
+        return [node_info(n) for n in listed.items or []]
     if names is None:
-        selector = label_selector(labels or {})
-        listed = api.pages(LIST_NODES, api.core.list_node, label_selector=selector or None)
-        return [node_info(n) for n in listed]
+        return [node_info(n) for n in api.pages(LIST_NODES, api.core.list_node)]
     wanted = [check_node_name(name) for name in names]
     return [node_info(api.read_node(name)) for name in wanted]
 
