@@ -123,8 +123,15 @@ class RemediationPause:
 class Cluster(Protocol):
     """Reads and changes Kubernetes objects. Writes are idempotent by construction."""
 
-    def nodes(self, names: Collection[str] | None = None) -> list[NodeInfo]:
-        """Nodes by name (all nodes when `names` is None). Unknown names raise NodeNotFound."""
+    def nodes(
+        self,
+        names: Collection[str] | None = None,
+        *,
+        labels: Mapping[str, str | None] | None = None,
+    ) -> list[NodeInfo]:
+        """Nodes by name (all nodes when `names` is None). Unknown names raise NodeNotFound.
+        `labels` (with `names` None) selects by label instead of listing the fleet: a value is
+        `key=value`, None is "key absent" (one label-selected list on the API)."""
         ...
 
     def pods_on(self, node: str) -> list[PodInfo]:

@@ -66,15 +66,24 @@ class SimCluster:
             for p in needed
         ]
 
-    def nodes(self, names: Collection[str] | None = None) -> list[NodeInfo]:
-        """Nodes by name (all when None). An unknown name raises NodeNotFound with known names."""
+    def nodes(
+        self,
+        names: Collection[str] | None = None,
+        *,
+        labels: Mapping[str, str | None] | None = None,
+    ) -> list[NodeInfo]:
+        """Nodes by name (all when None, or those `labels` select: None is "absent"). An
+        unknown name raises NodeNotFound with known names."""
         self._allowed("list" if names is None else "get", "nodes")
         wanted = self.fleet.node_names if names is None else [check_node_name(n) for n in names]
         for name in wanted:
             if name not in self.fleet.nodes:
                 raise NodeNotFound(name, self.fleet.node_names)
         at = self.fleet.now()
-        return [self._node_info(name, at) for name in wanted]
+        found = [self._node_info(name, at) for name in wanted]
+        if names is None and labels:
+            found = [n for n in found if all(n.labels.get(k) == v for k, v in labels.items())]
+        return found
 
     def pods_on(self, node: str) -> list[PodInfo]:
         self._allowed("list", "pods")

@@ -30,6 +30,7 @@ from bot.actions.limits import (
     describe_breaker,
     evaluate,
     render_blocked,
+    scope_selectors,
     scopes_of,
 )
 from bot.clock import Clock
@@ -61,18 +62,23 @@ class SafetyGuard:
         return action not in EXEMPT
 
     def observe(self, *, action: str, target: str, target_kind: str) -> Observation:
-        """Read the nodes the check needs: every node for a capacity removal (pools and
-        domains), the target alone for another node action, none for a workload action.
-        An unknown target is left to the action itself to report."""
+        """Read the nodes the check needs: for a capacity removal the target by name, then the
+        members of its pool and of each of its topology domains (one label-selected list
+        each: the cost is the pool's, never the fleet's); the target alone for another node
+        action; none for a workload action. An unknown target is left to the action itself."""
         at = self.clock.now()
-        if action in REMOVES_CAPACITY:
-            return Observation(self.cluster.nodes(), at)
         if target_kind != "node":
             return Observation((), at)
         try:
-            return Observation(self.cluster.nodes([target]), at)
+            found = self.cluster.nodes([target])
         except (NodeNotFound, InvalidName):
             return Observation((), at)
+        if action not in REMOVES_CAPACITY:
+            return Observation(found, at)
+        members = {n.name: n for n in found}
+        for selector in scope_selectors(self.limits, found[0]):
+            members |= {n.name: n for n in self.cluster.nodes(labels=selector)}
+        return Observation(tuple(members.values()), at)
 
     def check(
         self,

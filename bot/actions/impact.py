@@ -110,9 +110,10 @@ def read_impact(
     *, cluster: Cluster, readings: JobReadings, node: str, pool_label: str
 ) -> Impact:
     """What taking `node` out of service costs its jobs, read from the cluster and telemetry."""
-    all_nodes = cluster.nodes()
-    target = next(n for n in all_nodes if n.name == node)
+    (target,) = cluster.nodes([node])
     pool = target.labels.get(pool_label, "(unlabelled)")
+    # The pool's members by label (None: the label is absent), never the whole fleet.
+    members = cluster.nodes(labels={pool_label: target.labels.get(pool_label)})
     jobs = [
         _job_impact(readings, job, pods)
         for job, pods in sorted(_jobs_on(cluster.pods_on(node)).items())
@@ -120,7 +121,7 @@ def read_impact(
     needed = sum(j.gpus_lost for j in jobs)
     candidates = [
         n
-        for n in all_nodes
+        for n in members
         if n.name != node
         and n.labels.get(pool_label, "(unlabelled)") == pool
         and n.ready

@@ -156,6 +156,17 @@ def evaluate(
     return blocked
 
 
+def scope_selectors(limits: SafetyLimits, node: NodeLike) -> list[dict[str, str | None]]:
+    """The label selectors of the node's pool (None: the pool label is absent, the
+    "(unlabelled)" pool) and of each topology domain it is in: the nodes a capacity check
+    counts, read by label, never by listing the fleet."""
+    pool: dict[str, str | None] = {limits.pool_label: node.labels.get(limits.pool_label)}
+    domains: list[dict[str, str | None]] = [
+        {label: node.labels[label]} for label in limits.domain_labels if label in node.labels
+    ]
+    return [pool, *domains]
+
+
 def scopes_of(limits: SafetyLimits, node: NodeLike) -> list[str]:
     """The pool and topology domains a node belongs to, as storm scopes."""
     pool = f"pool {limits.pool_label}={_pool(limits, node)}"

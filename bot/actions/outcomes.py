@@ -2,9 +2,10 @@
 one line (pure): the CLI's exit code (1: acted, not fully), the incident's state reason, the
 verification's skip reason and the Slack summary all read it, so they never disagree.
 
-Done: `changed` / `already_done` (and a dry run). Not done: `failed` (an API error, RBAC) and
-`blocked` (a safety limit); `refused`, `cancelled` and `skipped` did nothing on purpose and are
-listed but do not make the run "not fully" done on their own.
+Done: `changed` / `already_done` (and a dry run). Not done: `failed` (an API error, RBAC).
+`blocked` (a safety limit held it back: over to humans, the incident back in triage),
+`refused`, `cancelled` and `skipped` did nothing on purpose: they are listed under "not done"
+but do not make the run "acted, not fully".
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 DONE = ("changed", "already_done", "dry_run")
-NOT_DONE = ("failed", "blocked")
+NOT_DONE = ("failed",)
 
 
 def action_results(steps: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -27,7 +28,7 @@ def action_results(steps: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def not_fully_done(results: Iterable[Mapping[str, Any]]) -> bool:
-    """Some approved action failed or was blocked (the run acted, but not fully)."""
+    """Some approved action failed (the run acted, but not fully)."""
     return any(r.get("outcome") in NOT_DONE for r in results)
 
 

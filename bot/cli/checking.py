@@ -28,6 +28,7 @@ class ClusterCheck:
 
     backend: str  # sim | kubernetes | slurm
     permissions: tuple[Permission, ...]
+    identity: str = ""  # whom the API server authenticated (SelfSubjectReview)
 
     @property
     def missing(self) -> tuple[Permission, ...]:
@@ -40,6 +41,7 @@ class ClusterCheck:
     def to_dict(self) -> dict[str, Any]:
         return {
             "cluster": self.backend,
+            "identity": self.identity,
             "ok": self.ok,
             "permissions": [
                 {
@@ -71,9 +73,11 @@ def check_cluster(settings: Settings) -> ClusterCheck:
         granted = tuple(replace(p, allowed=True, reason="simulated") for p in needed)
         return ClusterCheck("sim", granted)
     from bot.wiring.runtime import make_cluster
+    from integrations.k8s import KubernetesCluster
 
     cluster = make_cluster(settings, sim=None)
-    return ClusterCheck("kubernetes", tuple(cluster.check_permissions(needed)))
+    who = cluster.identity() if isinstance(cluster, KubernetesCluster) else ""
+    return ClusterCheck("kubernetes", tuple(cluster.check_permissions(needed)), identity=who)
 
 
 def _check_slurm(settings: Settings) -> ClusterCheck:
@@ -90,7 +94,7 @@ def _check_slurm(settings: Settings) -> ClusterCheck:
 
 def render_check(check: ClusterCheck) -> list[str]:
     """The table, then a verdict line that says what to do about anything missing."""
-    lines = []
+    lines = [f"Identity: {check.identity}"] if check.identity else []
     if check.backend == "sim":
         lines.append("Simulated cluster (GPU_ONCALL_CLUSTER=sim): it grants every permission.")
     lines.append(f"{'VERB':<8} {'RESOURCE':<28} {'GROUP':<18} ALLOWED")

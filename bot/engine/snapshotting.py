@@ -167,12 +167,21 @@ def take_snapshot(
         _note_failure(deps=deps, db=db, done=done, reason=f"{type(exc).__name__}, ref {ref}")
 
 
+def _pool_names(deps: Deps, culprits: Sequence[str]) -> list[str]:
+    """The names of the culprit's pool (one label-selected list), never the whole fleet."""
+    if not culprits:
+        return []
+    (node,) = deps.cluster.nodes(culprits)
+    pool = {deps.pool_label: node.labels.get(deps.pool_label)}
+    return [n.name for n in deps.cluster.nodes(labels=pool)]
+
+
 def _read_and_store(*, deps: Deps, db: Engine, done: StepDone, plan: SnapshotPlan) -> None:
     with Session(db) as session:  # a read: nothing to commit (one commit per snapshot, below)
         incident = incident_store.get_incident(session, done.incident_id)
         anchor = (incident.fired_at or incident.detected_at) if incident else None
     if len(plan.peers) < PEERS:  # the runbook read only the target: borrow its neighbours
-        names = [n.name for n in deps.cluster.nodes()]
+        names = _pool_names(deps, plan.culprits[:1])
         extra = nearest_peers(plan.culprits + plan.peers, names, count=PEERS - len(plan.peers))
         plan = replace(plan, peers=plan.peers + tuple(extra))
     start, end, step = window_for(anchor=anchor or done.at, until=done.at)

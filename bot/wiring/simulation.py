@@ -160,8 +160,13 @@ class WriteThroughCluster:
         self.sim = sim
         self.inner = SimCluster(sim.fleet)
 
-    def nodes(self, names: Collection[str] | None = None) -> list[NodeInfo]:
-        return self.inner.nodes(names)
+    def nodes(
+        self,
+        names: Collection[str] | None = None,
+        *,
+        labels: Mapping[str, str | None] | None = None,
+    ) -> list[NodeInfo]:
+        return self.inner.nodes(names, labels=labels)
 
     def pods_on(self, node: str) -> list[PodInfo]:
         return self.inner.pods_on(node)

@@ -8,6 +8,7 @@ from collections.abc import Callable, Collection, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
+import yaml
 from kubernetes import client
 
 from integrations.cluster import (
@@ -20,8 +21,14 @@ from integrations.cluster import (
     PodInfo,
     RemediationPause,
 )
+from integrations.errors import ClusterError
 from integrations.k8s import draining, permissions, reads, writes
-from integrations.k8s.connection import KubernetesEndpoint, make_configuration
+from integrations.k8s.connection import (
+    KubernetesEndpoint,
+    in_cluster,
+    kubeconfig_impersonation,
+    make_configuration,
+)
 from integrations.k8s.reads import KERNEL_LOG_QUERY
 from integrations.k8s.transport import Transport
 from integrations.names import check_node_name
@@ -70,7 +77,15 @@ class KubernetesCluster:
             "qps": endpoint.qps,
             "burst": endpoint.burst,
         }
-        return cls(client.ApiClient(make_configuration(endpoint)), **(settings | options))
+        api_client = client.ApiClient(make_configuration(endpoint))
+        if not endpoint.host and not in_cluster(endpoint):
+            try:
+                acting = kubeconfig_impersonation(endpoint.kubeconfig, endpoint.context)
+            except (OSError, yaml.YAMLError) as exc:
+                raise ClusterError(f"cannot read the kubeconfig's impersonation: {exc}") from exc
+            headers: Any = api_client.default_headers  # set_default_header is untyped
+            headers.update(acting.headers() if acting else {})
+        return cls(api_client, **(settings | options))
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -78,8 +93,13 @@ class KubernetesCluster:
 
     # --- reads -----------------------------------------------------------------------------
 
-    def nodes(self, names: Collection[str] | None = None) -> list[NodeInfo]:
-        return reads.nodes(self.transport, names)
+    def nodes(
+        self,
+        names: Collection[str] | None = None,
+        *,
+        labels: Mapping[str, str | None] | None = None,
+    ) -> list[NodeInfo]:
+        return reads.nodes(self.transport, names, labels=labels)
 
     def pods_on(self, node: str) -> list[PodInfo]:
         return reads.pods_on(self.transport, node)
@@ -116,6 +136,10 @@ class KubernetesCluster:
 
     def check_permissions(self, needed: Collection[Permission]) -> list[Permission]:
         return permissions.check_permissions(self.transport, needed)
+
+    def identity(self) -> str:
+        """Who the API server says the bot is (SelfSubjectReview), impersonation applied."""
+        return permissions.who_am_i(self.transport)
 
     # --- writes ----------------------------------------------------------------------------
 

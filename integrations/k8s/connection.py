@@ -1,12 +1,17 @@
 """Where the API server is and who the bot is there: KubernetesEndpoint -> a client
 Configuration (a direct URL and token, the pod's service account, or a kubeconfig). Never
 process-global config.
+
+A kubeconfig user's impersonation (`as`, `as-uid`, `as-groups`) is honoured as kubectl does,
+with the Impersonate-User / -Uid / -Group headers (the Python client's loader ignores it, so
+the bot would otherwise act with the underlying credentials). What a header dict cannot carry
+(more than one group, `as-user-extra`) is refused at start with one line, never dropped.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,22 +52,90 @@ class KubernetesEndpoint:
     burst: int = 40
 
 
+def in_cluster(endpoint: KubernetesEndpoint) -> bool:
+    """Whether the endpoint means the pod's service account (see KubernetesEndpoint)."""
+    if endpoint.in_cluster is not None:
+        return endpoint.in_cluster
+    return os.path.exists(os.path.join(endpoint.service_account_dir, "token"))
+
+
+@dataclass(frozen=True)
+class Impersonation:
+    """Who a kubeconfig user acts as (kubectl's `--as`, `--as-group`, `--as-uid`)."""
+
+    user: str
+    groups: tuple[str, ...] = ()
+    uid: str = ""
+
+    def headers(self) -> dict[str, str]:
+        found = {"Impersonate-User": self.user}
+        if self.uid:
+            found["Impersonate-Uid"] = self.uid
+        if self.groups:
+            found["Impersonate-Group"] = self.groups[0]
+        return found
+
+
+def kubeconfig_impersonation(path: str | None, context: str | None) -> Impersonation | None:
+    """The impersonation of the kubeconfig's (current or named) context's user, if any.
+    `path` None means KUBECONFIG (its first file that names the context) or ~/.kube/config."""
+    files = [path] if path else os.environ.get("KUBECONFIG", "").split(os.pathsep)
+    files = [f for f in files if f] or [os.path.expanduser("~/.kube/config")]
+    documents = []
+    for name in files:
+        if os.path.exists(name):
+            with open(name, encoding="utf-8") as handle:
+                loaded = yaml.safe_load(handle) or {}
+            if isinstance(loaded, Mapping):
+                documents.append(loaded)
+    current = context or next(
+        (d.get("current-context") for d in documents if d.get("current-context")), None
+    )
+    user_name = _find(documents, "contexts", current, "context").get("user")
+    user = _find(documents, "users", user_name, "user")
+    who, groups = user.get("as"), tuple(str(g) for g in user.get("as-groups") or ())
+    if not who and (groups or user.get("as-uid")):
+        raise ClusterError(
+            f"kubeconfig user '{user_name}': as-groups/as-uid need `as` (the user to act as)"
+        )
+    if not who:
+        return None
+    where = f"kubeconfig user '{user_name}' impersonates '{who}'"
+    if len(groups) > 1:
+        raise ClusterError(
+            f"{where} with {len(groups)} groups ({', '.join(groups)}): the bot can send one "
+            "Impersonate-Group header; bind the permissions to one group or to the user itself"
+        )
+    if user.get("as-user-extra"):
+        raise ClusterError(f"{where} with as-user-extra, which the bot cannot send; remove it")
+    return Impersonation(user=str(who), groups=groups, uid=str(user.get("as-uid") or ""))
+
+
+def _find(
+    documents: list[Mapping[str, Any]], section: str, name: Any, key: str
+) -> Mapping[str, Any]:
+    for document in documents:
+        for entry in document.get(section) or ():
+            if isinstance(entry, Mapping) and entry.get("name") == name:
+                found = entry.get(key)
+                return found if isinstance(found, Mapping) else {}
+    return {}
+
+
 def make_configuration(endpoint: KubernetesEndpoint) -> client.Configuration:
     """A client Configuration for the endpoint; bad or missing credentials raise ClusterError."""
     cfg = client.Configuration()
-    in_cluster = endpoint.in_cluster
     account = endpoint.service_account_dir
-    if in_cluster is None:
-        in_cluster = os.path.exists(os.path.join(account, "token"))
+    inside = in_cluster(endpoint)
     where = endpoint.kubeconfig or "KUBECONFIG or ~/.kube/config"
-    source = f"the in-cluster service account ({account})" if in_cluster else f"kubeconfig {where}"
+    source = f"the in-cluster service account ({account})" if inside else f"kubeconfig {where}"
     try:
         if endpoint.host:
             cfg.host = endpoint.host.rstrip("/")
             if endpoint.token:
                 cfg.api_key = {"BearerToken": endpoint.token}
                 cfg.api_key_prefix = {"BearerToken": "Bearer"}
-        elif in_cluster:
+        elif inside:
             # The loader re-reads the token file every minute: projected tokens rotate.
             _InClusterLoader(
                 token_filename=os.path.join(account, "token"),

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from kubernetes import client
 
 from integrations.cluster import Permission
+from integrations.errors import ClusterError
 
 if TYPE_CHECKING:
     from integrations.k8s.transport import Transport
@@ -53,6 +54,31 @@ JOB_PERMISSIONS: tuple[Permission, ...] = (CREATE_JOBS, GET_JOBS)
 """What the node agent's Job variant adds (`agent.mode: job`), granted by a Role in the agent's
 namespace only (deploy/kubernetes/node-agent/rbac.yaml), never cluster-wide: a privileged Job
 anywhere would be root on every node. Its pods' logs use LIST_PODS and POD_LOGS above."""
+
+
+REVIEW_SELF = Permission("create", "selfsubjectreviews", group="authentication.k8s.io")
+"""`cluster check`'s "who am I" (granted to every authenticated user by system:basic-user)."""
+
+
+def who_am_i(api: Transport) -> str:
+    """The identity the API server authenticated (SelfSubjectReview): `user (groups: ...)`,
+    after any impersonation, so `cluster check` names whom it checked."""
+    review = client.V1SelfSubjectReview(
+        api_version="authentication.k8s.io/v1", kind="SelfSubjectReview"
+    )
+    authn = client.AuthenticationV1Api(api.api)
+    try:
+        answer = api.send(
+            REVIEW_SELF,
+            lambda: authn.create_self_subject_review(review, _request_timeout=api.timeout),
+        )
+    except ClusterError as exc:  # API servers before 1.28 do not serve it
+        return f"unknown (SelfSubjectReview not answered: {exc})"
+    info = answer.status.user_info if answer.status else None
+    if info is None or not info.username:
+        return "unknown (the API server's SelfSubjectReview named no user)"
+    groups = [g for g in info.groups or () if g != "system:authenticated"]
+    return info.username + (f" (groups: {', '.join(groups)})" if groups else "")
 
 
 def check_permissions(api: Transport, needed: Collection[Permission]) -> list[Permission]:

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from integrations.cluster import ClusterEvent, JobRun, NodeInfo, PodInfo, RemediationPause
-from integrations.errors import ClusterError, JobNotFound, NodeNotFound, PodNotFound
+from integrations.errors import (
+    ClusterError,
+    ClusterForbidden,
+    JobNotFound,
+    NodeNotFound,
+    PodNotFound,
+)
 from integrations.k8s.permissions import (
     GET_JOBS,
     LIST_EVENTS,
@@ -26,9 +32,11 @@ from integrations.k8s_records import cluster_event, health_check_pause, job_run,
 from integrations.names import (
     check_container_name,
     check_job_name,
+    check_label_value,
     check_namespace,
     check_node_name,
     check_pod_name,
+    check_qualified_key,
 )
 from integrations.selectors import InvalidSelector
 
@@ -43,12 +51,46 @@ _NODE_LOG_HINT = (
 _EPOCH = datetime.min.replace(tzinfo=UTC)
 
 
-def nodes(api: Transport, names: Collection[str] | None = None) -> list[NodeInfo]:
-    """All nodes (paginated list) or the named ones (one GET each; unknown: NodeNotFound)."""
+def nodes(
+    api: Transport,
+    names: Collection[str] | None = None,
+    *,
+    labels: Mapping[str, str | None] | None = None,
+) -> list[NodeInfo]:
+    """All nodes (one paginated list) or those `labels` select, or the named ones (one GET
+    each; unknown: NodeNotFound).
+
+    A label-selected list (a pool's or a domain's members, for the safety limits) is served
+    from the API server's watch cache (`resourceVersion=0`, as an informer's first list):
+    etcd has no label index, so a consistent read makes the server read and decode every
+    node of the fleet to return a pool; the cache answers from memory, at most a watch event
+    behind (a removal in flight is counted from the action ledger, not from this list)."""
+    if names is None and labels:
+        listed = api.send(
+            LIST_NODES,
+            lambda: api.core.list_node(
+                label_selector=label_selector(labels),
+                resource_version="0",
+                _request_timeout=api.timeout,
+            ),
+        )
+        return [node_info(n) for n in listed.items or []]
     if names is None:
         return [node_info(n) for n in api.pages(LIST_NODES, api.core.list_node)]
     wanted = [check_node_name(name) for name in names]
     return [node_info(api.read_node(name)) for name in wanted]
+
+
+def label_selector(labels: Mapping[str, str | None]) -> str:
+    """`a=b,!c`: equality for a value, absence for None (keys and values validated)."""
+    terms = []
+    for key, value in sorted(labels.items()):
+        check_qualified_key(key, what="label key")
+        if value is None:
+            terms.append(f"!{key}")
+        else:
+            terms.append(f"{key}={check_label_value(value)}")
+    return ",".join(terms)
 
 
 def pods_on(api: Transport, node: str) -> list[PodInfo]:
@@ -132,6 +174,10 @@ def node_logs(api: Transport, node: str, *, query: str, tail_lines: int = 500) -
         )
     except KubeletRefused as exc:
         raise ClusterError(f"{hint}; it answered HTTP {exc.status}: {exc.text}") from exc
+    except (NodeNotFound, ClusterForbidden):
+        raise
+    except ClusterError as exc:  # the API server could not reach the kubelet (500/503, ...)
+        raise ClusterError(f"{hint}; {exc}") from exc
     if _file_listing(text) or "log not found for" in text:
         raise ClusterError(hint)
     lines = text.splitlines()

@@ -92,16 +92,26 @@ class SlurmCluster:
 
     # --- reads -----------------------------------------------------------------------------
 
-    def nodes(self, names: Collection[str] | None = None) -> list[NodeInfo]:
+    def nodes(
+        self,
+        names: Collection[str] | None = None,
+        *,
+        labels: Mapping[str, str | None] | None = None,
+    ) -> list[NodeInfo]:
         """All nodes (one GET nodes), one named node (one GET node/N), or several (one GET
-        nodes, filtered; an unknown name raises NodeNotFound naming known ones)."""
+        nodes, filtered; an unknown name raises NodeNotFound naming known ones). `labels` (with
+        `names` None) keeps the nodes whose labels (partition, features: `_info`) match; None is
+        "absent". slurmctld has no label index: it is one GET nodes, filtered here."""
         if names is not None:
             wanted = [check_node_name(n) for n in names]
             if len(wanted) == 1:
                 return [self._info(self._read_node(wanted[0]))]
         raws = self._read_nodes()
         if names is None:
-            return [self._info(raw) for raw in raws]
+            found = [self._info(raw) for raw in raws]
+            if labels:
+                found = [n for n in found if all(n.labels.get(k) == v for k, v in labels.items())]
+            return found
         by_name = {str(raw["name"]): raw for raw in raws}
         for name in wanted:
             if name not in by_name:

@@ -134,7 +134,9 @@ def blocked_in_process(two_out: Path) -> Iterator[dict[str, dict[str, Any]]]:
         assert auto.status == "completed"
         found["auto"] = blocked_cordon(auto.steps["execute"]["results"])
         tickets = [r for r in auto.steps["execute"]["results"] if r["action"] == "open_ticket"]
-        assert [t["outcome"] for t in tickets] == ["changed"]
+        # the same incident's ticket, opened by the human-approved run: once per incident
+        assert [t["outcome"] for t in tickets] == ["already_done"]
+        assert tickets[0]["detail"].startswith(f"already done for {auto.incident}: opened ")
         assert rt.fleet is not None and rt.fleet.cordon_calls[TARGET] == 0
     yield found
 

@@ -308,7 +308,7 @@ def health_check_object(
     }
 
 
-def matches_labels(selector: Mapping[str, str], labels: Mapping[str, str]) -> bool:
+def matches_labels(selector: Mapping[str, str | None], labels: Mapping[str, str]) -> bool:
     return all(labels.get(k) == v for k, v in selector.items())
 
 
@@ -430,7 +430,13 @@ def selected(obj: JSON, terms: list[tuple[str, str, bool]]) -> bool:
     return all((field_value(obj, f) == v) == eq for f, v, eq in terms)
 
 
-def parse_label_selector(text: str) -> dict[str, str]:
-    """Equality-based label selectors only (`a=b,c=d`)."""
-    pairs = (term.split("=", 1) for term in filter(None, text.split(",")))
-    return {k.rstrip("="): v for k, v in pairs}
+def parse_label_selector(text: str) -> dict[str, str | None]:
+    """Equality-based label selectors (`a=b,c=d`) and absence (`!e`: None)."""
+    found: dict[str, str | None] = {}
+    for term in filter(None, text.split(",")):
+        if term.startswith("!"):
+            found[term[1:]] = None
+        else:
+            key, _, value = term.partition("=")
+            found[key.rstrip("=")] = value
+    return found
