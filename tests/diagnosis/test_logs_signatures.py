@@ -469,6 +469,75 @@ CASES: list[tuple[str, str, dict[str, str]]] = [
         "[2024-05-01 12:00:00] saving checkpoint at iteration    1000 to /ckpt",
         {"step": "1000"},
     ),
+    # --- intake of real pastes (issue 22): lines verbatim from tests/corpus/pastes -------------
+    (
+        "kernel.rm_init_adapter_failed",
+        "Dec  2 11:49:53 worker4 kernel: [  885.242168] NVRM: GPU 0000:0a:00.0: "
+        "RmInitAdapter failed! (0x24:0x72:1568)",
+        {"pci": "0000:0a:00.0"},
+    ),
+    (
+        "kernel.reset_required",
+        "NVRM: nvAssertOkFailedNoLog: Assertion failed: Reset required [NV_ERR_RESET_REQUIRED] "
+        "(0x00000062) returned from status @ kernel_channel.c:2874",
+        {},
+    ),
+    (
+        "kernel.nvrm_probe_conflict",
+        "[188549.976351] NVRM: The NVIDIA probe routine was not called for 3 device(s).",
+        {"devices": "3"},
+    ),
+    (
+        "kernel.nvlink_link_failed",
+        "Jul 09 10:42:47 pool0-0082 kernel: NVRM: knvlinkDiscoverPostRxDetLinks_GH100: Getting "
+        "peer0's postRxDetLinkMask failed!",
+        {},
+    ),
+    ("dcgm.xid_detected", "Detected XID 145 for GPU 0 Please consult the documentation",
+     {"xid": "145", "gpu": "0"}),
+    (
+        "dcgm.profiling_unrecoverable",
+        "[Profiling] Got error from GetSamples: -37 The third-party Profiling module returned "
+        "an unrecoverable error",
+        {},
+    ),
+    (
+        "fabric_manager.failed",
+        "11月 15 14:15:47 leon-NF5468M6 systemd[1]: nvidia-fabricmanager.service: Control "
+        "process exited, code=exited, status=1/FAILURE",
+        {},
+    ),
+    (
+        "cuda.system_not_ready",
+        'CUDA error at bandwidthTest.cu:256 code=802(cudaErrorSystemNotReady) '
+        '"cudaSetDevice(currentDevice)"',
+        {},
+    ),
+    (
+        "nvml.gpu_lost",
+        "Unable to determine the device handle for GPU 0000:02:00.0: GPU is lost. Reboot the "
+        "system to recover this GPU",
+        {"pci": "0000:02:00.0", "reason": "GPU is lost"},
+    ),
+    (
+        "container.driver_error",
+        "stderr: nvidia-container-cli.real: initialization error: driver error: failed to "
+        "process request: unknown",
+        {},
+    ),
+    (
+        "k8s.crash_loop",
+        "gpu-operator-657c5b798d-xgvgc                                0/1     CrashLoopBackOff"
+        "   12 (4m24s ago)   67m",
+        {},
+    ),
+    ("device_plugin.fs_watcher_failed", "2019/10/30 11:16:23 Failed to created FS watcher.", {}),
+    (
+        "exporter.start_failed",
+        'time="2020-07-21T18:49:33Z" level=fatal msg="Error starting nv-hostengine: DCGM '
+        'initialization error"',
+        {"reason": "DCGM initialization error"},
+    ),
 ]
 
 
