@@ -21,12 +21,13 @@ from runbooks import LOG_SIGNATURES_FILE
 PASTES = Path(__file__).parent / "pastes"
 REQUIRED = ("source", "project", "format", "kind", "layer", "why", "text")
 OPTIONAL = ("culprit",)
-FORMATS = frozenset(
-    "kernel-log nvidia-smi-q nvidia-smi nvidia-smi-nvlink dcgmi-diag dcgmi-health "
-    "dcgm-exporter-log dcgm-exporter-metrics ibstat ibqueryerrors perfquery nccl-log "
-    "pytorch-log vllm-log kubectl-describe kubectl-yaml kubectl-get device-plugin-log "
-    "fabric-manager-log nvml-error cuda-error slurm nhc prose other".split()
-)
+FORMATS = frozenset({
+    "kernel-log", "nvidia-smi-q", "nvidia-smi", "nvidia-smi-nvlink", "dcgmi-diag",
+    "dcgmi-health", "dcgm-exporter-log", "dcgm-exporter-metrics", "ibstat", "ibqueryerrors",
+    "perfquery", "nccl-log", "pytorch-log", "vllm-log", "kubectl-describe", "kubectl-yaml",
+    "kubectl-get", "device-plugin-log", "fabric-manager-log", "nvml-error", "cuda-error",
+    "slurm", "nhc", "prose", "other",
+})
 KINDS = frozenset({"tool-output", "log", "fragment", "prose"})
 LAYERS = frozenset(
     {"facility", "fabric", "gpu_hardware", "node_software", "kubernetes", "telemetry",

@@ -4,12 +4,15 @@
 Allocatable below capacity means the device plugin marked GPUs unhealthy (DOMAIN §7): the
 finding is `kubernetes` and says to look for the XID behind it. `Ready` not True is critical;
 a pressure condition or NetworkUnavailable True is a warning; a cordon or taints are context
-(info). Pure: no I/O (yaml only parses a string).
+(info). Fragments count too: a `status:` (or bare `allocatable:`/`capacity:`) YAML block without
+`kind: Node`, at any indentation, and a `Capacity:`/`Allocatable:` block without `Name:`.
+Pure: no I/O (yaml only parses a string).
 """
 
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -25,11 +28,12 @@ _DESCRIBE_NAME = re.compile(r"^Name:\s+(?P<name>\S+)")
 _SECTION = re.compile(r"^(?P<section>[A-Z][A-Za-z ]*):\s*(?P<rest>.*)$")
 _RESOURCE = re.compile(r"^\s+(?P<key>[\w./-]+):\s+(?P<value>\S+)\s*$")
 _CONDITION = re.compile(r"^\s+(?P<type>[A-Z]\w+)\s+(?P<status>True|False|Unknown)\b")
+_RESOURCE_KEYS = re.compile(r"^\s*(?:allocatable|capacity):\s*$", re.MULTILINE)
 
 
 def parse_yaml(src: SourceText) -> Parsed | None:
     if "kind: Node" not in src.text and "kind: List" not in src.text:
-        return None
+        return _parse_fragment(src)
     try:
         documents = list(yaml.safe_load_all(src.text))
     except yaml.YAMLError:
@@ -41,6 +45,22 @@ def parse_yaml(src: SourceText) -> Parsed | None:
     for node in nodes:
         findings += _judge_yaml(src, node)
     return Parsed(GET_YAML, tuple(findings))
+
+
+def _parse_fragment(src: SourceText) -> Parsed | None:
+    """A node's `status:` block (or its allocatable/capacity maps) pasted on its own."""
+    if not _RESOURCE_KEYS.search(src.text):
+        return None
+    try:
+        doc = yaml.safe_load(textwrap.dedent(src.text))
+    except yaml.YAMLError:
+        return None
+    if not isinstance(doc, dict):
+        return None
+    status = doc.get("status", doc)
+    if not isinstance(status, dict) or not {"allocatable", "capacity"} & set(status):
+        return None
+    return Parsed(GET_YAML, tuple(_judge_yaml(src, {"status": status})))
 
 
 def _nodes(doc: Any) -> Iterator[Mapping[str, Any]]:
@@ -94,9 +114,11 @@ def _judge_yaml(src: SourceText, node: Mapping[str, Any]) -> list[EvidenceFindin
 
 def parse_describe(src: SourceText) -> Parsed | None:
     name_line = next((i for i, ln in enumerate(src.lines) if _DESCRIBE_NAME.match(ln)), None)
-    if name_line is None or not any(ln.startswith("Conditions:") for ln in src.lines):
+    whole = name_line is not None and any(ln.startswith("Conditions:") for ln in src.lines)
+    blocks = {ln.strip() for ln in src.lines} >= {"Capacity:", "Allocatable:"}
+    if not whole and not blocks:
         return None
-    name = _DESCRIBE_NAME.match(src.lines[name_line])
+    name = _DESCRIBE_NAME.match(src.lines[name_line]) if name_line is not None else None
     target = Target(node=name["name"] if name else None)
     found: list[EvidenceFinding] = []
     section = ""
