@@ -21,8 +21,15 @@ class PasteVerdict:
     layer: str | None
     signal: str | None
     classification: LogClassification
-    report: EvidenceReport | None
-    """Set when a tool output (not only log lines) was recognised: its verdict decides."""
+    evidence: EvidenceReport
+    """Everything recognised (status, formats, lines not understood), logs included."""
+
+    @property
+    def report(self) -> EvidenceReport | None:
+        """The evidence report when a tool output (not only log lines) was recognised: its
+        verdict then decides."""
+        tools = any(fmt not in LOG_FORMATS for _, fmt in self.evidence.formats)
+        return self.evidence if tools else None
 
 
 def classify_paste(text: str, *, catalog: LogCatalog, source: str = "stdin") -> PasteVerdict:
@@ -30,7 +37,7 @@ def classify_paste(text: str, *, catalog: LogCatalog, source: str = "stdin") -> 
     found = classify_text(text, catalog)
     report = recognize([(source, text)], catalog=catalog)
     if not any(fmt not in LOG_FORMATS for _, fmt in report.formats):
-        return PasteVerdict(found.layer, found.signal, found, None)
+        return PasteVerdict(found.layer, found.signal, found, report)
     layer = None if report.layer.value == "none" else report.layer.value
     signal = report.deciding[0].code if report.deciding else None
     return PasteVerdict(layer, signal, found, report)
