@@ -77,7 +77,9 @@ FRAGMENTS = [
     "\t",
 ]
 LINES = st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=80))
-PREFIX = st.sampled_from(["", "$ ", "# ", "    ", "\t", "> ", "[ 1843.308145] ", "Dec  2 11:49:53 "])
+PREFIX = st.sampled_from(
+    ["", "$ ", "# ", "    ", "\t", "> ", "[ 1843.308145] ", "Dec  2 11:49:53 "]
+)
 TEXTS = st.one_of(
     st.text(max_size=400),
     st.lists(st.tuples(PREFIX, LINES), max_size=25).map(
