@@ -22,6 +22,7 @@ from bot.diagnosis.evidence.model import EvidenceFinding, Parsed, SourceText, Ta
 from bot.diagnosis.layers import Layer, Severity
 
 GET_YAML, DESCRIBE = "kubectl get node -o yaml", "kubectl describe node"
+DESCRIBE_POD = "kubectl describe pod"
 GPU_RESOURCE = "nvidia.com/gpu"
 _PROBLEM_WHEN_TRUE = ("MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable")
 _DESCRIBE_NAME = re.compile(r"^Name:\s+(?P<name>\S+)")
@@ -146,6 +147,24 @@ def parse_describe(src: SourceText) -> Parsed | None:
         at = [cap[1], alloc[1]]
         found.append(_unhealthy(DESCRIBE, src, target, int(alloc[0]), int(cap[0]), at))
     return Parsed(DESCRIBE, tuple(found))
+
+
+_POD_PENDING = re.compile(r"^Status:\s+Pending\s*$")
+_POD_UNPLACED = re.compile(r"^Node:\s+<none>\s*$")
+
+
+def parse_describe_pod(src: SourceText) -> Parsed | None:
+    """`kubectl describe pod` of a pod the scheduler has not placed (Pending, Node <none>)."""
+    pending = next((i for i, ln in enumerate(src.lines) if _POD_PENDING.match(ln)), None)
+    unplaced = next((i for i, ln in enumerate(src.lines) if _POD_UNPLACED.match(ln)), None)
+    if pending is None or unplaced is None:
+        return None
+    summary = ("pod Pending and not placed on any node: the scheduler cannot place it "
+               "(resources, gang or quota)")
+    lines = tuple(src.cite(i) for i in sorted({unplaced, pending}))
+    finding = EvidenceFinding(DESCRIBE_POD, "k8s.pod_unscheduled", Layer.KUBERNETES,
+                              Severity.WARNING, summary, Target(), lines)
+    return Parsed(DESCRIBE_POD, (finding,))
 
 
 def _unhealthy(

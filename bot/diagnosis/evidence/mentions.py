@@ -34,8 +34,15 @@ _TERMS: tuple[tuple[re.Pattern[str], Layer, str], ...] = (
      "a GPU fell off the bus (the Xid 79 condition)"),
     (re.compile(r"\b(?:came up|is|was|are|were|comes up) short (?:a|one|\d+) GPUs?\b"
                 r"|\blost (?:a|one|\d+) GPUs?\b|\bGPUs? (?:is |are |was |were )?missing\b"
-                r"|\bmissing (?:a |one )?GPUs?\b", re.IGNORECASE),
+                r"|\bmissing (?:a |one )?GPUs?\b|\bGPUs? (?:is |was )?(?:lost|loss)\b"
+                r"|\bGPUs?\b[^.\n]{0,30}?\bnot working\b", re.IGNORECASE),
      Layer.GPU_HARDWARE, "a GPU is missing from the node"),
+    (re.compile(r"\bhardware (?:error|failure|fault)\b|\bhardware is (?:likely )?broken\b",
+                re.IGNORECASE), Layer.GPU_HARDWARE, "a hardware error on the GPU"),
+    (re.compile(r"\b(?:pods?|workers?|replicas?)\b[^.\n]{0,80}?\bpending\b", re.IGNORECASE),
+     Layer.KUBERNETES, "pods stay Pending (scheduling, gang placement or quota)"),
+    (re.compile(r"\bdrain(?:ed)?\b[^.\n]{0,60}?\bNHC\b|\bNHC\b[^.\n]{0,60}?\bdrain",
+                re.IGNORECASE), Layer.NODE_SOFTWARE, "the node health check drained the node"),
     (re.compile(r"\bpower[- ]brake\b", re.IGNORECASE), Layer.FACILITY,
      "a power brake was asserted (facility power)"),
     (re.compile(r"\b(?:HW|hardware) thermal slowdown\b|\bthermal (?:slowdown|throttling)\b",

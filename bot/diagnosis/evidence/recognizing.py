@@ -51,6 +51,7 @@ PARSERS: tuple[Parser, ...] = (
     infiniband.parse_ibqueryerrors,
     kubernetes.parse_yaml,
     kubernetes.parse_describe,
+    kubernetes.parse_describe_pod,
     vllm.parse,
     dcgmi_nvlink.parse,
     driver_versions.parse,
@@ -58,6 +59,7 @@ PARSERS: tuple[Parser, ...] = (
 #: the most a verdict resting only on prose mentions may claim
 MENTION_CONFIDENCE = 0.3
 MAX_NOT_UNDERSTOOD = 20
+_QUOTE = re.compile(r"^[ \t]*(?:>[ \t]?)+")
 _HOST = re.compile(r"^(?:uname(?: -a)?: )?Linux (?P<host>[\w.-]+) \d+\.\d+\.\d+", re.MULTILINE)
 
 
@@ -111,7 +113,7 @@ def recognize(texts: Sequence[tuple[str, str]], *, catalog: LogCatalog) -> Evide
     hosts: set[str] = set()
     unread: list[EvidenceLine] = []
     for source, text in texts:
-        src = SourceText(text, source=source)
+        src = SourceText(_unquoted(text), source=source)
         found = _parse_one(src, catalog)
         if not found and (said := mentions.parse(src, catalog=catalog)):
             found = [said]
@@ -126,6 +128,17 @@ def recognize(texts: Sequence[tuple[str, str]], *, catalog: LogCatalog) -> Evide
     formats = tuple(dict.fromkeys((source, p.format) for source, p in parsed))
     report = judge(findings, formats=formats)
     return replace(report, not_understood=tuple(unread[:MAX_NOT_UNDERSTOOD]))
+
+
+def _unquoted(text: str) -> str:
+    """Text quoted as a whole (`> ` from mail, Markdown or a chat reply) without its quote
+    marks; line numbers stay the same."""
+    lines = text.splitlines()
+    body = [line for line in lines if line.strip()]
+    quoted = sum(1 for line in body if _QUOTE.match(line))
+    if not body or quoted * 5 < len(body) * 3:
+        return text
+    return "\n".join(_QUOTE.sub("", line, count=1) for line in lines)
 
 
 def _parse_one(src: SourceText, catalog: LogCatalog) -> list[Parsed]:
