@@ -67,8 +67,10 @@ _TERMS: tuple[tuple[re.Pattern[str], Layer, str], ...] = (
 def parse(src: SourceText, *, catalog: LogCatalog) -> Parsed | None:
     """Mentions of known fault terms, or None when the text names none."""
     flat = " ".join(src.text.split())  # prose wraps anywhere: `Xid\n119`
-    findings = [*_xid_mentions(src, flat, catalog), *_term_mentions(src, flat)]
-    return Parsed(FORMAT, tuple(findings)) if findings else None
+    found = [*_xid_mentions(src, flat, catalog), *_term_mentions(src, flat)]
+    unique = {(f.layer, f.summary): f for f in reversed(found)}  # the first of each kept
+    findings = tuple(reversed(unique.values()))
+    return Parsed(FORMAT, findings) if findings else None
 
 
 def _xid_mentions(src: SourceText, flat: str, catalog: LogCatalog) -> Iterator[EvidenceFinding]:
