@@ -514,6 +514,12 @@ CASES: list[tuple[str, str, dict[str, str]]] = [
         {},
     ),
     (
+        "cuda.driver_insufficient",
+        "Failed to allocate device vector A (error code CUDA driver version is insufficient for "
+        "CUDA runtime version)!",
+        {},
+    ),
+    (
         "nvml.gpu_lost",
         "Unable to determine the device handle for GPU 0000:02:00.0: GPU is lost. Reboot the "
         "system to recover this GPU",
