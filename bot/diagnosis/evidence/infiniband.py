@@ -51,6 +51,7 @@ _LINK_WARNINGS = (
     "ExcessiveBufferOverrunErrors",
 )
 FLAP_THRESHOLD = 10
+_ANY_PORT = re.compile(r"^\s*(?:Port \d+:|port:\s*\d+)\s*$|^Infiniband device '", re.MULTILINE)
 
 
 @dataclass
@@ -67,6 +68,9 @@ class _Port:
 
 def parse_ports(src: SourceText) -> Parsed | None:
     """`ibstat` or `ibstatus` output."""
+    markers = ("Port ", "port:", "Infiniband device")
+    if not any(m in src.text for m in markers) or not _ANY_PORT.search(src.text):
+        return None
     ports: list[_Port] = []
     hca = ""
     for i, line in enumerate(src.lines):

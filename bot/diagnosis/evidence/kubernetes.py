@@ -50,6 +50,8 @@ def parse_yaml(src: SourceText) -> Parsed | None:
 
 def _parse_fragment(src: SourceText) -> Parsed | None:
     """A node's `status:` block (or its allocatable/capacity maps) pasted on its own."""
+    if "allocatable:" not in src.text and "capacity:" not in src.text:
+        return None
     if not _RESOURCE_KEYS.search(src.text):
         return None
     try:
@@ -155,6 +157,8 @@ _POD_UNPLACED = re.compile(r"^Node:\s+<none>\s*$")
 
 def parse_describe_pod(src: SourceText) -> Parsed | None:
     """`kubectl describe pod` of a pod the scheduler has not placed (Pending, Node <none>)."""
+    if "<none>" not in src.text or "Pending" not in src.text:
+        return None
     pending = next((i for i, ln in enumerate(src.lines) if _POD_PENDING.match(ln)), None)
     unplaced = next((i for i, ln in enumerate(src.lines) if _POD_UNPLACED.match(ln)), None)
     if pending is None or unplaced is None:

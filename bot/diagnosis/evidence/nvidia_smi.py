@@ -32,6 +32,9 @@ _GPU_HEADER = re.compile(r"^GPU (?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa
 _LEAF = re.compile(r"^(?P<indent>\s*)(?P<key>[^:]+?)\s+:\s?(?P<value>.*)$")
 _NUMBER = re.compile(r"^-?\d+")
 _THROTTLE_SECTIONS = ("Clocks Event Reasons", "Clocks Throttle Reasons")
+_ANY_GPU_HEADER = re.compile(_GPU_HEADER.pattern, re.MULTILINE)
+_SECTION_NAMES = ("Remapped Rows", "Clocks Event Reasons", "Clocks Throttle Reasons", "ECC Errors",
+                  "Retired Pages", "GPU Reset Status")
 _FRAGMENT_SECTIONS = re.compile(
     r"^\s*(?:Remapped Rows|Clocks Event Reasons|Clocks Throttle Reasons|ECC Errors|Retired Pages"
     r"|GPU Reset Status)\s*$",
@@ -74,8 +77,8 @@ def parse(src: SourceText) -> Parsed | None:
 
 
 def _gpus(src: SourceText) -> Iterator[_Gpu]:
-    if not any(_GPU_HEADER.match(line) for line in src.lines):
-        if _FRAGMENT_SECTIONS.search(src.text):
+    if not _ANY_GPU_HEADER.search(src.text):
+        if any(name in src.text for name in _SECTION_NAMES) and _FRAGMENT_SECTIONS.search(src.text):
             yield _fragment(src)
         return
     gpu: _Gpu | None = None

@@ -11,6 +11,7 @@ all healthy" from "recognised nothing", and lists the lines no parser understood
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -133,8 +134,10 @@ def recognize(texts: Sequence[tuple[str, str]], *, catalog: LogCatalog) -> Evide
 def _unquoted(text: str) -> str:
     """Text quoted as a whole (`> ` from mail, Markdown or a chat reply) without its quote
     marks; line numbers stay the same."""
+    if ">" not in text:
+        return text
     lines = text.splitlines()
-    body = [line for line in lines if line.strip()]
+    body = [line for line in itertools.islice(lines, 400) if line.strip()]  # a sample decides
     quoted = sum(1 for line in body if _QUOTE.match(line))
     if not body or quoted * 5 < len(body) * 3:
         return text
@@ -155,8 +158,8 @@ def _not_understood(src: SourceText, found: list[Parsed]) -> list[EvidenceLine]:
     if any(p.format not in log_formats and p.format != mentions.FORMAT for p in found):
         return []
     cited = {line.line_no for p in found for f in p.findings for line in f.lines}
-    return [src.cite(i) for i, line in enumerate(src.lines)
-            if line.strip() and i + 1 not in cited][:MAX_NOT_UNDERSTOOD]
+    unread = (i for i, line in enumerate(src.lines) if line.strip() and i + 1 not in cited)
+    return [src.cite(i) for i in itertools.islice(unread, MAX_NOT_UNDERSTOOD)]
 
 
 def _enrich(finding: EvidenceFinding, inventory: list[Target], node: str | None) -> EvidenceFinding:
