@@ -587,6 +587,11 @@ CASES: list[tuple[str, str, dict[str, str]]] = [
     ("slurm.node_drained", "compute*     up   infinite      3  drain compute[001-003]",
      {"state": "drain"}),
     (
+        "slurm.unexpected_reboot",
+        "Anything Else: Reason=Node unexpectedly rebooted [slurm@2022-07-23T15:31:00]",
+        {},
+    ),
+    (
         "slurm.spank_error",
         "Feb 22 17:46:38 ip-10-1-74-228 slurmd[13562]: spank-epilog: error: pyxis: mkdir: "
         "cannot create directory '/opt/dlami/nvme/tmp/enroot/data': Permission denied",

@@ -45,6 +45,9 @@ _TERMS: tuple[tuple[re.Pattern[str], Layer, str], ...] = (
                 re.IGNORECASE), Layer.NODE_SOFTWARE, "the node health check drained the node"),
     (re.compile(r"\bpower[- ]brake\b", re.IGNORECASE), Layer.FACILITY,
      "a power brake was asserted (facility power)"),
+    (re.compile(r"\bpower (?:outage|issue|event|failure|cut|loss|problem)s?\b|\blost power\b"
+                r"|\b(?:PDU|UPS)\b", re.IGNORECASE), Layer.FACILITY,
+     "a site power event (facility)"),
     (re.compile(r"\b(?:HW|hardware) thermal slowdown\b|\bthermal (?:slowdown|throttling)\b",
                 re.IGNORECASE), Layer.FACILITY, "GPUs slowed by temperature (cooling)"),
     (re.compile(r"\b(?:link|port|connection|cable|InfiniBand|IB|HCA)\b[^.\n]{0,40}?\bflapping\b"
