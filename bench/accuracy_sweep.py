@@ -3,7 +3,7 @@
 For each kind one template places the fault somewhere the trigger does not name (a node, GPU or
 HCA inside the job or service the alert is about, or the node a `diagnose` names for the kinds
 only a node sweep sees), and the scenario is evaluated exactly like the shipped library
-(`bot.evaluating.evaluate`: intake or the `/gpu` grammar, the runbook, the verdict, scored
+(`bot.evaluation.evaluating.evaluate`: intake or the `/gpu` grammar, the runbook, the verdict, scored
 against `expect` at GPU/HCA granularity). Kinds whose simulation does not scale with intensity
 (a port is down or it is not) are marked `binary`: their rows repeat the same fault.
 
@@ -26,8 +26,8 @@ from typing import Any
 import yaml
 
 from bot.config import Settings, StorageSettings
-from bot.evaluating import evaluate
-from bot.scoring import ScenarioResult
+from bot.evaluation.evaluating import evaluate
+from bot.evaluation.scoring import ScenarioResult
 
 INTENSITIES = (0.1, 0.2, 0.3, 1.0)
 JOB = "llm-pretrain"

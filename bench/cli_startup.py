@@ -80,7 +80,7 @@ def command(args: tuple[str, ...], root: Path | None) -> list[str]:
     commit) the same entry point run from that tree's sources."""
     if root is None:
         return [str(EXE), *args]
-    code = f"import sys; sys.path.insert(0, {str(root)!r}); from bot.cli import main; "
+    code = f"import sys; sys.path.insert(0, {str(root)!r}); from bot.cli.main import main; "
     return [sys.executable, "-c", code + "sys.exit(main(sys.argv[1:]))", *args]
 
 
@@ -112,7 +112,7 @@ def run_once(
 def heavy_imports(args: tuple[str, ...], env: dict[str, str], root: Path | None) -> list[str]:
     """The heavy top-level packages the command imported (from -X importtime)."""
     path = f"sys.path.insert(0, {str(root)!r}); " if root else ""
-    code = f"import sys; {path}from bot.cli import main; sys.exit(main(sys.argv[1:]))"
+    code = f"import sys; {path}from bot.cli.main import main; sys.exit(main(sys.argv[1:]))"
     done = subprocess.run(
         [sys.executable, "-X", "importtime", "-c", code, *args],
         env=env,

@@ -29,7 +29,7 @@ from common import ROOT, ecc_fleet, machine, node, percentile
 sys.path.insert(0, str(ROOT))  # tests.servers.fake_kube
 
 from integrations.k8s import PATCH_NODES, KubernetesCluster, KubernetesEndpoint  # noqa: E402
-from integrations.sim.fleet import Fleet  # noqa: E402
+from simulator.fleet import Fleet  # noqa: E402
 from tests.servers.fake_kube import FakeKube, start_fake_kube  # noqa: E402
 
 Call = Callable[[KubernetesCluster, int], Any]

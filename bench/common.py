@@ -22,8 +22,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the real-server fixtures (servers.prometheus)
 
-from integrations.sim.scenarios import Scenario, parse_scenario  # noqa: E402
-from integrations.sim.topology import NODE_PREFIX, node_name_width  # noqa: E402
+from simulator.scenarios import Scenario, parse_scenario  # noqa: E402
+from simulator.topology import NODE_PREFIX, node_name_width  # noqa: E402
 from integrations.telemetry import SeriesPoints, SignalQuery, SignalResult, Telemetry  # noqa: E402
 
 FAULTY = 3

@@ -34,10 +34,10 @@ from servers.prometheus import free_port
 from sqlmodel import select
 
 from bot.config import IntakeSettings, ServerSettings, Settings, StorageSettings
-from bot.dispatching import TriageWorkers
+from bot.work.dispatching import TriageWorkers
 from bot.intake.receiving import Received
-from bot.server import RunningServer, create_app
-from bot.wiring import open_runtime
+from bot.serving.app import RunningServer, create_app
+from bot.wiring.runtime import open_runtime
 from storage.db import make_engine, session_scope
 from storage.tables import Incident, ReceivedAlert
 

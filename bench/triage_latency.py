@@ -1,6 +1,6 @@
 """Triage latency: Alertmanager webhook received -> diagnosis stored, for simulated fleets.
 
-For each fleet size the bot is served on loopback (bot.server) and a GPUEccStorm webhook for the
+For each fleet size the bot is served on loopback (bot.serving.app) and a GPUEccStorm webhook for the
 faulty node is POSTed; the ecc-storm run goes to its verdict and stops at the approval. The
 latency is the incident's own time to diagnosis, `diagnosed_at - detected_at` on the bot's
 clock: from the webhook's arrival to the verdict (stamped when the localize step's output reaches
@@ -53,10 +53,10 @@ from servers.prometheus import PrometheusServer, ScrapeTarget, free_port
 
 from bot.clock import SystemClock
 from bot.config import PrometheusSettings, ServerSettings, Settings, StorageSettings
-from bot.server import RunningServer, create_app
-from bot.wiring import Runtime, open_runtime
-from integrations.sim.exporter import CONTENT_TYPE, format_sample
-from integrations.sim.fleet import Fleet
+from bot.serving.app import RunningServer, create_app
+from bot.wiring.runtime import Runtime, open_runtime
+from simulator.exporter import CONTENT_TYPE, format_sample
+from simulator.fleet import Fleet
 from storage import incidents as incident_store
 from storage import runs as run_store
 from storage.db import session_scope

@@ -1,5 +1,5 @@
 """Webhook latency and throughput under many concurrent connections: the production server
-(uvicorn, `bot.server.RunningServer`) and, in the same run, the old stdlib server (wsgiref,
+(uvicorn, `bot.serving.app.RunningServer`) and, in the same run, the old stdlib server (wsgiref,
 one thread per request, listen backlog 5, HTTP/1.0) over the very same routes.
 
 The bot runs in a child process over a fresh SQLite database; this process opens
@@ -37,9 +37,9 @@ from common import ecc_fleet, machine, percentile
 from servers.prometheus import free_port
 
 from bot.config import ServerSettings, Settings, StorageSettings
-from bot.server import OncallApp, RunningServer, create_app
+from bot.serving.app import OncallApp, RunningServer, create_app
 from bot.serving.exchange import Head, Request
-from bot.wiring import open_runtime
+from bot.wiring.runtime import open_runtime
 
 
 # -- the child process: one server over a fresh database ---------------------------------------

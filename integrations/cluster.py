@@ -3,7 +3,7 @@
 Speaks the domain (validated node names, small frozen records), never V1Node. Writes are
 idempotent by construction and say whether they changed anything (`Outcome.ALREADY_DONE` is a
 result, not an error). Every name crosses `integrations.names` before any request. Implemented
-by `integrations.sim.cluster.SimCluster` (sim mode) and `integrations.k8s.KubernetesCluster`.
+by `simulator.cluster.SimCluster` (sim mode) and `integrations.k8s.KubernetesCluster`.
 """
 
 from __future__ import annotations

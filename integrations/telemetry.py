@@ -1,7 +1,7 @@
 """The Telemetry port: read named signals (runbooks/signals.yaml) for a batch of nodes.
 
 Ports speak the domain (signal names, validated node names), never PromQL. Implemented by
-`integrations.sim.telemetry.SimTelemetry` and `integrations.prometheus.PrometheusTelemetry`.
+`simulator.telemetry.SimTelemetry` and `integrations.prometheus.PrometheusTelemetry`.
 """
 
 from __future__ import annotations

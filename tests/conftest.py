@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bot.config import Settings, StorageSettings
-from integrations.sim import SCENARIO_DIR
+from simulator import SCENARIO_DIR
 from tests.servers.postgres import PostgresServer, start_postgres
 
 

@@ -1,6 +1,6 @@
 """The switches people hold over the bot's actions: the circuit breaker (status, reset) and
 pause requests (pause, resume). Shared by Slack (`bot/slack/safety.py`) and the CLI
-(`bot/safety_commands.py`); writes through `storage/safety.py` inside the caller's session.
+(`bot/cli/safety.py`); writes through `storage/safety.py` inside the caller's session.
 
 Anyone who can reach the bot may pause it (an emergency stop must not wait for an approver);
 only an approver may resume it or reset the breaker, since both let actions run again. A pause

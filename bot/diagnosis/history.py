@@ -51,7 +51,7 @@ class GpuFact:
 
 class GpuHistory(Protocol):
     """Reads the facts stored about some GPUs since a time (implemented over the database by
-    bot.engine.history.StoredGpuHistory)."""
+    bot.engine.gpu_records.StoredGpuHistory)."""
 
     def read(self, keys: Sequence[str], *, since: datetime) -> list[GpuFact]: ...
 

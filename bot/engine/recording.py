@@ -15,7 +15,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from bot.clock import Clock
-from bot.engine import history
+from bot.engine import gpu_records as history
 from bot.engine.loading import LoadedRunbook
 from bot.engine.summaries import describe_step
 from bot.errors import StepError

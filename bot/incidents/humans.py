@@ -1,6 +1,6 @@
 """What people put on an incident's record: acknowledge, date the start of impact, note, pin or
 unpin a timeline event, resolve. Shared by `/gpu` (bot/slack/humans.py) and the CLI
-(bot/incident_verbs.py), so both refuse the same things with the same sentences.
+(bot/cli/incident_verbs.py), so both refuse the same things with the same sentences.
 
 Each function takes a session and an incident reference, writes through `lifecycle` (which owns
 the timestamp rules) and returns what the caller reports. The caller commits. Machines never

@@ -38,7 +38,7 @@ from bot.slack.triaging import LiveTriage, TriageMessages
 from bot.slack.usergroups import UserGroups
 from bot.slack.verifying import TRUSTED, SignedOnly, WSGIApp
 from bot.slack.workers import TrackedExecutor, wait_idle
-from bot.wiring import Runtime
+from bot.wiring.runtime import Runtime
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class SlackBot:
         """Re-render an incident's live messages (after its alert resolved, for example)."""
         self.messages.refresh_incident(incident_id)
 
-    # The hooks the alert intake's TriageWorkers call (bot.dispatching.TriageHooks).
+    # The hooks the alert intake's TriageWorkers call (bot.work.dispatching.TriageHooks).
     incident_opened = notify_incident
     incident_resolved = refresh_incident
 

@@ -4,7 +4,7 @@ on the incident's timeline.
 
 A file is downloaded from its `url_private` with the bot token, only from Slack's own hosts (the
 configured API host, `*.slack.com`, `*.slack-edge.com`), at most `evidence.max_file_bytes` each
-and `evidence.max_files` per message; tarballs and `.gz` files are read by bot.bundles within
+and `evidence.max_files` per message; tarballs and `.gz` files are read by bot.intake.bundles within
 its limits, never extracted to disk outside a private temporary directory. A file in a thread
 whose parent is not an incident's message is ignored: the bot does not read every upload.
 """
@@ -24,7 +24,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
 from slack_bolt import App
 
-from bot.bundles import read_bundle
+from bot.intake.bundles import read_bundle
 from bot.diagnosis.evidence import EvidenceReport, recognize
 from bot.errors import UserInputError
 from bot.incidents import lifecycle

@@ -14,7 +14,7 @@ from slack_sdk import WebClient
 from bot.config import SlackSettings
 from bot.slack.usergroups import UserGroups
 from bot.slack.workers import TrackedExecutor
-from bot.wiring import Runtime
+from bot.wiring.runtime import Runtime
 
 
 class Reply(Protocol):

@@ -21,7 +21,7 @@ from bot.incidents.timeline import BOT, EventKind
 from bot.slack import messages
 from bot.slack.deps import Reply
 from bot.slack.verifying import TRUSTED
-from bot.wiring import Runtime
+from bot.wiring.runtime import Runtime
 from integrations.errors import IntegrationError
 from storage.db import session_scope
 from storage.errors import StorageError

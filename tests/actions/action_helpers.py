@@ -16,9 +16,9 @@ from bot.actions.executing import Claim, execute_once
 from bot.actions.registry import ActionContext, ActionSpec
 from bot.clock import FakeClock
 from integrations.cluster import Cluster
-from integrations.sim.cluster import SimCluster
-from integrations.sim.fleet import Fleet
-from integrations.sim.scenarios import load_scenario
+from simulator.cluster import SimCluster
+from simulator.fleet import Fleet
+from simulator.scenarios import load_scenario
 from integrations.tickets import RecordedTickets
 
 

@@ -21,8 +21,8 @@ from bot.actions.coexistence import pause_refusal
 from bot.actions.registry import ActionContext, default_registry
 from bot.clock import FakeClock
 from integrations.cluster import Cluster, NodeInfo, RemediationPause
-from integrations.sim import Fleet, SimCluster
-from integrations.sim.marking import SimHealthCheck
+from simulator import Fleet, SimCluster
+from simulator.marking import SimHealthCheck
 from integrations.tickets import RecordedTickets
 from tests.servers.fake_kube import FakeKube, start_fake_kube
 from tests.servers.kube_world import contract_fleet, make_kubernetes, role_permissions

@@ -32,7 +32,7 @@ from bot.clock import FakeClock
 from bot.config import Settings
 from bot.slack.blocks import triage_blocks
 from bot.slack.snapshots import read_triage
-from bot.wiring import Runtime, open_runtime
+from bot.wiring.runtime import Runtime, open_runtime
 from storage.db import session_scope
 
 POOL = "NVIDIA-H100-80GB-HBM3"

@@ -25,8 +25,8 @@ from journeys.test_crash_serve import Bot, kill, ticket_desk, wait_until
 from sqlmodel import select
 
 from bot.config import PolicySettings, Settings, StorageSettings
-from bot.wiring import Runtime, open_runtime
-from integrations.sim import SCENARIO_DIR
+from bot.wiring.runtime import Runtime, open_runtime
+from simulator import SCENARIO_DIR
 from storage import incidents as incident_store
 from storage.db import make_engine, session_scope
 from storage.tables import ActionRow

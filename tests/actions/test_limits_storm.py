@@ -22,7 +22,7 @@ import pytest
 from servers.fleet_storm import node_name, storm_scenario
 
 from bot.config import PolicySettings, Settings, StorageSettings
-from bot.wiring import Runtime, open_runtime
+from bot.wiring.runtime import Runtime, open_runtime
 from storage import incidents as incident_store
 from storage.db import session_scope
 

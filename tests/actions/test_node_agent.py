@@ -24,7 +24,7 @@ import pytest
 from bot.actions.executing import execute_once
 from bot.actions.registry import ActionContext, default_registry
 from bot.config import AgentSettings, Settings
-from bot.wiring import make_node_agent
+from bot.wiring.runtime import make_node_agent
 from integrations.node_agent import HttpNodeAgent, NodeAgent
 from integrations.tickets import RecordedTickets
 from tests.actions.action_helpers import MemoryLedger, act_once, healthy_fleet_context

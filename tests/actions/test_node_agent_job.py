@@ -26,10 +26,10 @@ import pytest
 import yaml
 
 from bot.actions.registry import default_registry
-from bot.checking import check_cluster, render_check
+from bot.cli.checking import check_cluster, render_check
 from bot.config import AgentSettings, KubernetesSettings, Settings
 from bot.errors import UserInputError
-from bot.wiring import make_node_agent
+from bot.wiring.runtime import make_node_agent
 from integrations.cluster import Cluster
 from integrations.k8s import KubernetesCluster
 from integrations.node_agent import AgentRequest
@@ -40,7 +40,7 @@ from integrations.node_jobs import (
     load_job_template,
     parse_job_template,
 )
-from integrations.sim import SimCluster
+from simulator import SimCluster
 from tests.actions.action_helpers import act_once, action_context
 from tests.servers.fake_kube import FakeKube, start_fake_kube
 from tests.servers.fake_kube_jobs import JobPlan
@@ -324,7 +324,7 @@ def test_the_cli_refuses_a_broken_template_with_one_line_and_exit_2(tmp_path: Pa
         "GPU_ONCALL_AGENT__JOB_TEMPLATE": str(path),
     }
     done = subprocess.run(
-        [sys.executable, "-m", "bot.cli", "runbooks", "list"],
+        [sys.executable, "-m", "bot.cli.main", "runbooks", "list"],
         cwd=tmp_path,
         env=env,
         capture_output=True,

@@ -32,7 +32,7 @@ from bot.engine.running import RunOutcome
 from bot.errors import PolicyDenied, RunbookError
 from bot.slack.blocks import triage_blocks
 from bot.slack.snapshots import read_triage
-from bot.wiring import Runtime, open_runtime
+from bot.wiring.runtime import Runtime, open_runtime
 from storage.db import session_scope
 from tests.engine.runbook_helpers import ecc_runbook, load
 from tests.engine.runbook_helpers import start as start_run

@@ -17,14 +17,14 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from bot.config import Settings, StorageSettings
-from bot.database import open_database
-from bot.metrics import IntakeCounters, scrape
+from bot.wiring.database import open_database
+from bot.serving.metrics import IntakeCounters, scrape
 
 
 def run_cli(
     tmp_path: Path, *args: str, env: Mapping[str, str | None] | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
-    """`python -m bot.cli ARGS` in `tmp_path`; `env` is laid over this process's environment
+    """`python -m bot.cli.main ARGS` in `tmp_path`; `env` is laid over this process's environment
     (a None value removes the variable)."""
     full = dict(os.environ)
     full["GPU_ONCALL_STORAGE__URL"] = f"sqlite:///{tmp_path / 'oncall.db'}"
@@ -34,7 +34,7 @@ def run_cli(
         else:
             full[name] = value
     return subprocess.run(
-        [sys.executable, "-m", "bot.cli", *args],
+        [sys.executable, "-m", "bot.cli.main", *args],
         cwd=tmp_path,
         env=full,
         capture_output=True,

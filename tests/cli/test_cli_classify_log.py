@@ -15,7 +15,7 @@ from pathlib import Path
 
 def classify(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "bot.cli", "classify-log", *args],
+        [sys.executable, "-m", "bot.cli.main", "classify-log", *args],
         input=stdin,
         capture_output=True,
         text=True,

@@ -5,7 +5,7 @@ not running.
 
 Covers: `diagnose NODE` needs no scenario, reads the node, its pods, events and kernel log from
 the API (and never writes), reports the Prometheus signals as missing, and the process never
-loads any `integrations.sim` module; `--scenario` outside sim mode exits 2 with one line and
+loads any `simulator` module; `--scenario` outside sim mode exits 2 with one line and
 sends nothing to the API; `demo` outside sim mode exits 2 pointing at `serve`; `cluster check`
 in sim mode says the simulated cluster grants everything, and against the API lists what the
 identity holds, exits 1 naming the missing verb/resource and the ClusterRole file (also as
@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from servers.prometheus import free_port
 
-from integrations.sim import SCENARIO_DIR, Fleet, load_scenario
+from simulator import SCENARIO_DIR, Fleet, load_scenario
 from tests.servers.fake_kube import FakeKube, start_fake_kube
 
 SCENARIO = SCENARIO_DIR / "ecc-dbe-storm.yaml"
@@ -33,7 +33,7 @@ NODE = "gpu-node-03"
 #: Runs the CLI in this process, then reports which simulator modules were ever imported.
 PROBE = (
     "import json, sys\n"
-    "from bot.cli import main\n"
+    "from bot.cli.main import main\n"
     "code = main(sys.argv[1:])\n"
     "sim = sorted(m for m in sys.modules if m.split('.')[:2] == ['integrations', 'sim'])\n"
     "sys.stderr.write('SIM-MODULES ' + json.dumps(sim) + '\\n')\n"

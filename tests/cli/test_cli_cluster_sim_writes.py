@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 
 from bot.config import Settings, StorageSettings
-from bot.simulation import saved_scenario
-from bot.wiring import open_runtime
+from bot.wiring.simulation import saved_scenario
+from bot.wiring.runtime import open_runtime
 
 NODE = "gpu-node-03"
 WRITE_THEN_DIE = (
@@ -26,7 +26,7 @@ WRITE_THEN_DIE = (
     "from datetime import timedelta\n"
     "from pathlib import Path\n"
     "from bot.config import Settings\n"
-    "from bot.wiring import open_runtime\n"
+    "from bot.wiring.runtime import open_runtime\n"
     "with open_runtime(Settings(), scenario_path=Path(sys.argv[1]), fresh=True) as rt:\n"
     f"    rt.deps.cluster.cordon('{NODE}')\n"
     f"    rt.deps.cluster.drain('{NODE}', grace=timedelta(seconds=30))\n"

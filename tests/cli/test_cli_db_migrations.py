@@ -24,7 +24,7 @@ def cli(
     full["GPU_ONCALL_STORAGE__URL"] = url or f"sqlite:///{tmp_path / 'oncall.db'}"
     full.update(env)
     return subprocess.run(
-        [sys.executable, "-m", "bot.cli", *args],
+        [sys.executable, "-m", "bot.cli.main", *args],
         cwd=tmp_path,
         env=full,
         stdin=subprocess.DEVNULL,

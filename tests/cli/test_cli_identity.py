@@ -13,7 +13,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from integrations.sim import SCENARIO_DIR
+from simulator import SCENARIO_DIR
 from tests.cli.cli_process import run_cli
 
 SCENARIO = str(Path(SCENARIO_DIR) / "ecc-dbe-storm.yaml")

@@ -23,7 +23,7 @@ from storage.revisions import known_head, schema_is_current
 HEAVY = ("langgraph", "langchain_core", "slack_bolt", "slack_sdk", "kubernetes")
 PROBE = """
 import sys
-from bot.cli import main
+from bot.cli.main import main
 try:
     code = main(sys.argv[1:])
 except SystemExit as exc:  # --help exits inside argparse

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from integrations.sim import SCENARIO_DIR
+from simulator import SCENARIO_DIR
 
 
 def cli(tmp_path: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
@@ -27,7 +27,7 @@ def cli(tmp_path: Path, *args: str, stdin: str = "") -> subprocess.CompletedProc
     env["USER"] = "alice"
     env["GPU_ONCALL_IDENTITY__ADMINS"] = '["cli:alice"]'  # `approve --as` acts for others
     return subprocess.run(
-        [sys.executable, "-m", "bot.cli", *args],
+        [sys.executable, "-m", "bot.cli.main", *args],
         cwd=tmp_path,
         env=env,
         input=stdin,

@@ -28,7 +28,7 @@ def into_closed_pipe(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[
     os.close(read_end)
     try:
         return subprocess.run(
-            [sys.executable, "-m", "bot.cli", *args],
+            [sys.executable, "-m", "bot.cli.main", *args],
             cwd=tmp_path,
             env=env_for(tmp_path),
             stdin=subprocess.DEVNULL,
@@ -43,7 +43,7 @@ def into_closed_pipe(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[
 
 def listed(tmp_path: Path) -> list[dict[str, object]]:
     done = subprocess.run(
-        [sys.executable, "-m", "bot.cli", "incidents", "--json"],
+        [sys.executable, "-m", "bot.cli.main", "incidents", "--json"],
         cwd=tmp_path,
         env=env_for(tmp_path),
         capture_output=True,

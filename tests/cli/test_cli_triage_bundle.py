@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.bundles import read_bundle
+from bot.intake.bundles import read_bundle
 from bot.errors import UserInputError
 
 FIXTURES = Path(__file__).parents[1] / "diagnosis" / "fixtures" / "evidence"
@@ -29,7 +29,7 @@ FIXTURES = Path(__file__).parents[1] / "diagnosis" / "fixtures" / "evidence"
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "bot.cli", *args], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "bot.cli.main", *args], capture_output=True, text=True, timeout=60
     )
 
 

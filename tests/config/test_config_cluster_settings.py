@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from bot.config import KubernetesSettings, Settings, StorageSettings
 from bot.errors import UserInputError
-from bot.wiring import make_markers, open_runtime, simulated
+from bot.wiring.runtime import make_markers, open_runtime, simulated
 
 
 def test_kubernetes_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -59,7 +59,7 @@ def test_a_bad_setting_exits_2_naming_the_variable(
 ) -> None:
     env = dict(os.environ) | {variable: value}
     done = subprocess.run(
-        [sys.executable, "-m", "bot.cli", "cluster", "check"],
+        [sys.executable, "-m", "bot.cli.main", "cluster", "check"],
         cwd=tmp_path,
         env=env,
         capture_output=True,

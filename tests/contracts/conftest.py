@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from integrations.cluster import Cluster
-from integrations.sim import Fleet, SimCluster
-from integrations.sim.marking import SimBudget, SimHealthCheck
-from integrations.sim.pods import SimPod
+from simulator import Fleet, SimCluster
+from simulator.marking import SimBudget, SimHealthCheck
+from simulator.pods import SimPod
 from tests.servers.fake_kube import FakeKube, KubeRequest, start_fake_kube
 from tests.servers.kube_world import (
     MIRROR,

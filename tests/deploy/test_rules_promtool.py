@@ -18,7 +18,7 @@ import yaml
 from servers.prometheus import require_binary
 
 from bot.config import Settings
-from bot.wiring import load_catalogs
+from bot.wiring.runtime import load_catalogs
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 RULES = DEPLOY / "prometheus" / "gpu-oncall-rules.yaml"

@@ -13,7 +13,7 @@ from __future__ import annotations
 from bot.diagnosis.findings import CheckOutcome, CheckStatus, Culprit, Finding
 from bot.diagnosis.layers import Layer, Severity
 from bot.diagnosis.localizing import MAX_UNKNOWN_PENALTY, Verdict, localize
-from bot.terminal import render_verdict
+from bot.cli.terminal import render_verdict
 
 
 def fired(check: str, layer: Layer) -> CheckOutcome:

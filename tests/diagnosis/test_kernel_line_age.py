@@ -23,10 +23,10 @@ from bot.diagnosis.line_age import describe_age, line_time, split_by_age
 from bot.diagnosis.logs import load_log_catalog
 from bot.engine.running import RunOutcome
 from bot.engine.steps.log_age import aged_split, history_notes
-from bot.evaluating import isolated, trigger
-from bot.wiring import open_runtime
-from integrations.sim import SCENARIO_DIR
-from integrations.sim.scenarios import load_scenario, parse_scenario
+from bot.evaluation.evaluating import isolated, trigger
+from bot.wiring.runtime import open_runtime
+from simulator import SCENARIO_DIR
+from simulator.scenarios import load_scenario, parse_scenario
 from runbooks import LOG_SIGNATURES_FILE
 
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)

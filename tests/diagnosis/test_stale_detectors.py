@@ -25,13 +25,13 @@ from bot.diagnosis.layers import Layer, Severity
 from bot.diagnosis.localizing import localize
 from bot.engine.steps.freshness import drop_held_values, held_notes, stale_summary
 from bot.engine.steps.liveness import Liveness, discount
-from bot.evaluating import isolated, trigger
-from bot.wiring import open_runtime
+from bot.evaluation.evaluating import isolated, trigger
+from bot.wiring.runtime import open_runtime
 from integrations.signals import SignalCatalog, load_signal_catalog
-from integrations.sim import SCENARIO_DIR
-from integrations.sim.fleet import Fleet
-from integrations.sim.scenarios import load_scenario, parse_scenario
-from integrations.sim.telemetry import SimTelemetry
+from simulator import SCENARIO_DIR
+from simulator.fleet import Fleet
+from simulator.scenarios import load_scenario, parse_scenario
+from simulator.telemetry import SimTelemetry
 from integrations.telemetry import Sample, SeriesPoints, SignalQuery, SignalResult
 from runbooks import SIGNALS_FILE
 

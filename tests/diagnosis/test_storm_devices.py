@@ -22,10 +22,10 @@ from bot.engine.running import RunOutcome
 from bot.engine.steps.check import _devices
 from bot.engine.steps.citing import cite
 from bot.engine.steps.gather import summarize_signal
-from bot.evaluating import isolated, trigger
-from bot.scoring import ScenarioResult, score
-from bot.wiring import open_runtime
-from integrations.sim.scenarios import Expect, parse_scenario
+from bot.evaluation.evaluating import isolated, trigger
+from bot.evaluation.scoring import ScenarioResult, score
+from bot.wiring.runtime import open_runtime
+from simulator.scenarios import Expect, parse_scenario
 from integrations.telemetry import Sample, SignalResult
 
 #: Which GPU / HCA fails on which node: a different device on each, so one device per finding

@@ -13,7 +13,7 @@ from typing import Any
 
 from bot.engine.loading import LoadedRunbook, parse_runbook
 from bot.engine.running import RunOutcome
-from bot.wiring import Runtime
+from bot.wiring.runtime import Runtime
 from storage import incidents as incident_store
 from storage.db import session_scope
 from storage.tables import Incident, TimelineEvent

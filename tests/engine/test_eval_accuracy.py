@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from bot.config import Settings, StorageSettings
-from bot.evaluating import evaluate
-from bot.scoring import ScenarioResult, render_json
-from integrations.sim import SCENARIO_DIR
-from integrations.sim.scenarios import load_scenario
+from bot.evaluation.evaluating import evaluate
+from bot.evaluation.scoring import ScenarioResult, render_json
+from simulator import SCENARIO_DIR
+from simulator.scenarios import load_scenario
 
 MISSION_RUNBOOKS = {
     "nccl-hang",
@@ -67,7 +67,7 @@ def test_the_library_covers_every_runbook_with_a_healthy_control(
 
 
 def test_the_library_covers_every_fault_kind() -> None:
-    from integrations.sim.faults import FAULT_KINDS
+    from simulator.faults import FAULT_KINDS
 
     kinds = {
         fault.kind

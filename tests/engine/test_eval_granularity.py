@@ -17,10 +17,10 @@ import yaml
 
 from bot.config import Settings
 from bot.engine.running import RunOutcome
-from bot.evaluating import evaluate
-from bot.scoring import render_json, score
+from bot.evaluation.evaluating import evaluate
+from bot.evaluation.scoring import render_json, score
 from integrations.errors import ScenarioError
-from integrations.sim.scenarios import Expect, load_scenario, parse_scenario
+from simulator.scenarios import Expect, load_scenario, parse_scenario
 
 
 def outcome(*culprits: dict[str, str], layer: str = "gpu_hardware") -> RunOutcome:

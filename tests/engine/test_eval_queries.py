@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from bot.config import Settings
-from bot.evaluating import isolated, trigger
-from bot.wiring import load_catalogs, open_runtime
-from integrations.sim.scenarios import Scenario, parse_scenario
-from integrations.sim.telemetry import SimTelemetry
-from integrations.sim.topology import node_names
+from bot.evaluation.evaluating import isolated, trigger
+from bot.wiring.runtime import load_catalogs, open_runtime
+from simulator.scenarios import Scenario, parse_scenario
+from simulator.telemetry import SimTelemetry
+from simulator.topology import node_names
 
 SIZES = (16, 256, 4096)
 

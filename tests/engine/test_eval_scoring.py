@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 import yaml
 
-from bot.cli import main
+from bot.cli.main import main
 from bot.config import Settings
-from bot.evaluating import evaluate
+from bot.evaluation.evaluating import evaluate
 
 SCENARIO_KEYS = {
     "name",

@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 
 from bot.config import Settings, StorageSettings
-from bot.engine.history import StoredGpuHistory
-from bot.evaluating import isolated, trigger
-from bot.wiring import Runtime, open_runtime
-from integrations.sim import SCENARIO_DIR
-from integrations.sim.scenarios import load_scenario
+from bot.engine.gpu_records import StoredGpuHistory
+from bot.evaluation.evaluating import isolated, trigger
+from bot.wiring.runtime import Runtime, open_runtime
+from simulator import SCENARIO_DIR
+from simulator.scenarios import load_scenario
 from storage import gpu_history
 from storage.db import session_scope
 

@@ -19,7 +19,7 @@ import pytest
 from bot.config import Settings
 from bot.errors import RunbookError, StepError
 from bot.incidents.timeline import EventKind
-from bot.wiring import Runtime, open_runtime
+from bot.wiring.runtime import Runtime, open_runtime
 from storage.tables import TimelineEvent
 from tests.engine.runbook_helpers import (
     ecc_runbook,

@@ -18,9 +18,9 @@ import pytest
 
 from bot.config import Settings
 from bot.diagnosis.logs import load_log_catalog
-from bot.evaluating import isolated, trigger
-from bot.wiring import load_catalogs, open_runtime
-from integrations.sim.scenarios import Scenario, load_scenario, parse_scenario
+from bot.evaluation.evaluating import isolated, trigger
+from bot.wiring.runtime import load_catalogs, open_runtime
+from simulator.scenarios import Scenario, load_scenario, parse_scenario
 from runbooks import LOG_SIGNATURES_FILE
 
 NCCL = {"alert": {"alertname": "NCCLCollectiveHang", "labels": {"job": "llm-pretrain"}}}

@@ -1,4 +1,4 @@
-"""`serve`'s triage workers over the durable work queue (bot/dispatching.py), in one process.
+"""`serve`'s triage workers over the durable work queue (bot/work/dispatching.py), in one process.
 
 Covers: the webhook's transaction records the triage with the alert, so a process that answers
 and then never submits it loses nothing: `take_over` (start-up, scheduler tick) finds it and a
@@ -16,11 +16,11 @@ from engine.test_work_takeover import NODE, state_of
 from servers.oncall import alert, webhook
 
 from bot.config import Settings
-from bot.dispatching import TriageWorkers
+from bot.work.dispatching import TriageWorkers
 from bot.intake.alerts import parse_webhook
 from bot.intake.receiving import receive_webhook
-from bot.metrics import IntakeCounters
-from bot.wiring import Runtime, open_runtime
+from bot.serving.metrics import IntakeCounters
+from bot.wiring.runtime import Runtime, open_runtime
 from storage import work as work_store
 from storage.db import session_scope
 

@@ -32,7 +32,7 @@ from bot.engine.running import RunEngine, RunOutcome
 from bot.errors import NotFound, RunStateError
 from bot.intake.alerts import parse_webhook
 from bot.intake.receiving import receive_webhook
-from bot.wiring import Runtime, open_runtime
+from bot.wiring.runtime import Runtime, open_runtime
 from storage import actions as action_store
 from storage import approvals as approval_store
 from storage import incidents as incident_store

@@ -21,7 +21,7 @@ from bot.clock import FakeClock, SystemClock
 from bot.config import Settings
 from bot.engine.leases import LeaseKeeper, LeaseTerms
 from bot.engine.running import RunEngine, RunOutcome
-from bot.wiring import Runtime, open_runtime
+from bot.wiring.runtime import Runtime, open_runtime
 from storage import work as work_store
 from storage.db import session_scope
 

@@ -30,7 +30,7 @@ from bot.incidents import figures, lifecycle
 from bot.incidents.opening import OpenRequest, open_or_attach_many
 from bot.incidents.states import IncidentState
 from bot.incidents.views import incident_view
-from bot.metrics import IntakeCounters, counted_histograms, figure_histograms, render_metrics
+from bot.serving.metrics import IntakeCounters, counted_histograms, figure_histograms, render_metrics
 from storage import incidents as store
 from storage.db import create_schema, make_engine, session_scope
 from storage.errors import IncidentAlreadyOpenError

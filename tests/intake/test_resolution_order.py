@@ -19,8 +19,8 @@ from servers.oncall import Bot, alert, row_counts, running_bot, webhook
 from bot.clock import FakeClock
 from bot.config import Settings
 from bot.incidents.mttr import check_order
-from bot.journeys import find_pending_run
-from bot.wiring import open_runtime
+from bot.cli.journeys import find_pending_run
+from bot.wiring.runtime import open_runtime
 from storage import incidents as incident_store
 from storage.db import session_scope
 

@@ -32,7 +32,7 @@ def serving(tmp_path: Path, scenario_dir: Path) -> Iterator[tuple[subprocess.Pop
         "GPU_ONCALL_SERVER__TOKEN": TOKEN,
     }
     process = subprocess.Popen(
-        [sys.executable, "-m", "bot.cli", "serve", "--port", "0",
+        [sys.executable, "-m", "bot.cli.main", "serve", "--port", "0",
          "--scenario", str(scenario_dir / "ecc-dbe-storm.yaml")],
         cwd=tmp_path,
         env=env,
@@ -98,7 +98,7 @@ def test_a_busy_port_is_one_line_and_exit_2(tmp_path: Path) -> None:
         port = taken.getsockname()[1]
         env = dict(os.environ) | {"GPU_ONCALL_STORAGE__URL": f"sqlite:///{tmp_path / 'o.db'}"}
         done = subprocess.run(
-            [sys.executable, "-m", "bot.cli", "serve", "--port", str(port)],
+            [sys.executable, "-m", "bot.cli.main", "serve", "--port", str(port)],
             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=WAIT, check=False,
         )  # fmt: skip
     assert done.returncode == 2

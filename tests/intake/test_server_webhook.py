@@ -1,4 +1,4 @@
-"""POST /alerts on the running server (bot.server on 127.0.0.1), called as Alertmanager calls it.
+"""POST /alerts on the running server (bot.serving.app on 127.0.0.1), called as Alertmanager calls it.
 
 Covers: a malformed body gets 400 with a JSON error naming the field, and nothing is stored;
 without (or with a wrong) bearer token the answer is 401 and nothing is stored; a webhook is
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from servers.oncall import Bot, alert, row_counts, running_bot, webhook
 
-from bot.cli import main
+from bot.cli.main import main
 from bot.config import Settings
 from bot.incidents.views import incident_view
 from storage import alerts as alert_store

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from integrations.signals import SignalCatalog, load_signal_catalog
-from integrations.sim import SCENARIO_DIR, Fleet, SimCluster, SimTelemetry, load_scenario
-from integrations.sim.scenarios import parse_scenario
+from simulator import SCENARIO_DIR, Fleet, SimCluster, SimTelemetry, load_scenario
+from simulator.scenarios import parse_scenario
 from runbooks import SIGNALS_FILE
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

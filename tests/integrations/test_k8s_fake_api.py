@@ -21,8 +21,8 @@ from typing import Any
 import httpx
 import pytest
 
-from integrations.sim import Fleet
-from integrations.sim.scenarios import parse_scenario
+from simulator import Fleet
+from simulator.scenarios import parse_scenario
 from tests.servers.fake_kube import TOKEN, FakeKube, start_fake_kube
 from tests.servers.kube_world import SCENARIO, T0
 

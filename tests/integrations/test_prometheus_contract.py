@@ -25,8 +25,8 @@ import pytest
 from servers.world import World, start_world
 
 from integrations.signals import SignalCatalog
-from integrations.sim import Fleet, SimTelemetry
-from integrations.sim.scenarios import parse_scenario
+from simulator import Fleet, SimTelemetry
+from simulator.scenarios import parse_scenario
 from integrations.telemetry import Sample, SignalQuery, SignalResult, Telemetry
 
 FLEET = "contract"

@@ -28,7 +28,7 @@ from bot.clock import FakeClock, SystemClock
 from bot.config import PrometheusSettings, Settings
 from bot.engine.running import RunEngine, RunOutcome
 from bot.incidents import lifecycle
-from bot.wiring import Runtime, open_runtime
+from bot.wiring.runtime import Runtime, open_runtime
 from integrations.errors import TelemetryUnavailable
 from integrations.prometheus import PrometheusEndpoint, PrometheusTelemetry
 from integrations.signals import SignalCatalog
@@ -239,7 +239,7 @@ def test_tls_with_a_ca_file_without_one_and_without_verification(
 def test_settings_build_the_endpoint_with_secrets_unwrapped_only_there(
     settings: Settings,
 ) -> None:
-    from bot.wiring import make_prometheus_endpoint
+    from bot.wiring.runtime import make_prometheus_endpoint
 
     configured = configured_settings(settings)
     endpoint = make_prometheus_endpoint(configured)

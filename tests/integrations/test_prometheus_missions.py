@@ -23,7 +23,7 @@ import pytest
 from servers.world import EXTRA_READS, World, diagnosis_of, run_both, start_scenario_world
 
 from bot.config import Settings
-from bot.wiring import load_catalogs
+from bot.wiring.runtime import load_catalogs
 from integrations.signals import SignalCatalog
 
 #: (scenario file, runbook, inputs).

@@ -25,12 +25,12 @@ from servers.proxy import ProxyScript, RecordingProxy, running
 from servers.world import World, run_on, start_world
 
 from bot.config import PrometheusSettings, Settings, StorageSettings, WorkloadLabelSettings
-from bot.wiring import make_telemetry
+from bot.wiring.runtime import make_telemetry
 from integrations.prometheus import PrometheusEndpoint, PrometheusTelemetry
 from integrations.promql import render_signal
 from integrations.signals import SignalCatalog
-from integrations.sim import Fleet
-from integrations.sim.scenarios import parse_scenario
+from simulator import Fleet
+from simulator.scenarios import parse_scenario
 from integrations.telemetry import SignalQuery
 
 FLEET = "wide"

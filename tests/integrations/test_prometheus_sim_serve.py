@@ -25,7 +25,7 @@ import httpx
 import pytest
 from servers.prometheus import PrometheusServer, ScrapeTarget
 
-from integrations.sim import SCENARIO_DIR
+from simulator import SCENARIO_DIR
 
 SCENARIO = SCENARIO_DIR / "row-remap-failure.yaml"
 
@@ -33,7 +33,7 @@ SCENARIO = SCENARIO_DIR / "row-remap-failure.yaml"
 def cli(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     full = dict(os.environ) | {"GPU_ONCALL_STORAGE__URL": f"sqlite:///{tmp_path / 'o.db'}"}
     return subprocess.Popen(
-        [sys.executable, "-m", "bot.cli", *args],
+        [sys.executable, "-m", "bot.cli.main", *args],
         cwd=tmp_path,
         env=full | (env or {}),
         stdout=subprocess.PIPE,

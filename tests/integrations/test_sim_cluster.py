@@ -20,8 +20,8 @@ import pytest
 
 from integrations.cluster import Outcome
 from integrations.errors import NodeNotFound, PodNotFound, ScenarioError
-from integrations.sim import Fleet, SimCluster, SimTelemetry
-from integrations.sim.scenarios import FaultSpec
+from simulator import Fleet, SimCluster, SimTelemetry
+from simulator.scenarios import FaultSpec
 from integrations.telemetry import SignalQuery
 
 Sim = Callable[..., tuple[Fleet, SimTelemetry, SimCluster]]

@@ -1,4 +1,4 @@
-"""The simulated fleet's exporter endpoint (integrations.sim.exporter), over real HTTP.
+"""The simulated fleet's exporter endpoint (simulator.exporter), over real HTTP.
 
 Covers: the text exposition format (HELP/TYPE per metric, label escaping of backslash, quote
 and newline, NaN/Inf/integer values) as Prometheus' own parser reads it (`promtool check
@@ -22,7 +22,7 @@ import pytest
 from servers.exposition import sample_value
 from servers.prometheus import require_binary
 
-from integrations.sim.exporter import (
+from simulator.exporter import (
     CONTENT_TYPE,
     ExporterApp,
     format_sample,

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from integrations.sim import Fleet, SimCluster, SimTelemetry
-from integrations.sim.faults import FAULT_KINDS
-from integrations.sim.scenarios import FaultSpec
+from simulator import Fleet, SimCluster, SimTelemetry
+from simulator.faults import FAULT_KINDS
+from simulator.scenarios import FaultSpec
 from integrations.telemetry import SignalQuery
 
 Sim = Callable[..., tuple[Fleet, SimTelemetry, SimCluster]]

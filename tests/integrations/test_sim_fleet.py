@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from integrations.sim import Fleet
-from integrations.sim.metrics import METRICS
-from integrations.sim.scenarios import parse_scenario
+from simulator import Fleet
+from simulator.metrics import METRICS
+from simulator.scenarios import parse_scenario
 
 FleetFactory = Callable[..., Fleet]
 UUID = re.compile(r"^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")

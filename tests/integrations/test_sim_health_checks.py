@@ -14,8 +14,8 @@ import pytest
 
 from integrations.cluster import RemediationPause
 from integrations.errors import ClusterForbidden
-from integrations.sim import SimCluster
-from integrations.sim.marking import SimHealthCheck
+from simulator import SimCluster
+from simulator.marking import SimHealthCheck
 from tests.servers.kube_world import contract_fleet
 
 NODE = "gpu-node-01"

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from integrations.sim import Fleet, SimCluster, SimTelemetry
-from integrations.sim.scenarios import parse_scenario
+from simulator import Fleet, SimCluster, SimTelemetry
+from simulator.scenarios import parse_scenario
 from integrations.telemetry import SignalQuery, SignalResult
 
 Sim = Callable[..., tuple[Fleet, SimTelemetry, SimCluster]]

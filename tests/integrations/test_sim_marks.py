@@ -12,8 +12,8 @@ import json
 from datetime import timedelta
 
 from integrations.cluster import Outcome
-from integrations.sim import Fleet, SimCluster
-from integrations.sim.marking import SimBudget
+from simulator import Fleet, SimCluster
+from simulator.marking import SimBudget
 from tests.servers.kube_world import contract_fleet
 
 NODE = "gpu-node-01"

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from integrations.sim import Fleet, SimCluster, SimTelemetry
+from simulator import Fleet, SimCluster, SimTelemetry
 from integrations.telemetry import SignalQuery
 
 Sim = Callable[..., tuple[Fleet, SimTelemetry, SimCluster]]

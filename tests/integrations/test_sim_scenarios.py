@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from integrations.errors import ScenarioError
-from integrations.sim import SCENARIO_DIR, load_scenario
-from integrations.sim.faults import FAULT_KINDS
-from integrations.sim.scenarios import parse_offset, parse_scenario, render_offset
-from integrations.sim.topology import node_names
+from simulator import SCENARIO_DIR, load_scenario
+from simulator.faults import FAULT_KINDS
+from simulator.scenarios import parse_offset, parse_scenario, render_offset
+from simulator.topology import node_names
 
 SHIPPED = sorted(SCENARIO_DIR.glob("*.yaml"))
 REQUIRED = {

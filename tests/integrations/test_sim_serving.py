@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from integrations.sim import Fleet, SimCluster, SimTelemetry
-from integrations.sim.telemetry import histogram_quantile
+from simulator import Fleet, SimCluster, SimTelemetry
+from simulator.telemetry import histogram_quantile
 from integrations.telemetry import SignalQuery
 
 Sim = Callable[..., tuple[Fleet, SimTelemetry, SimCluster]]

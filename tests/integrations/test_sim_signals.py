@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from integrations.signals import SignalCatalog, SignalSpec
-from integrations.sim import Fleet, SimCluster, SimTelemetry
-from integrations.sim.scenarios import parse_scenario
+from simulator import Fleet, SimCluster, SimTelemetry
+from simulator.scenarios import parse_scenario
 from integrations.telemetry import SignalQuery, SignalResult
 
 Sim = Callable[..., tuple[Fleet, SimTelemetry, SimCluster]]

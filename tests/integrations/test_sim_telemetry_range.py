@@ -13,7 +13,7 @@ from datetime import timedelta
 
 import pytest
 
-from integrations.sim import Fleet, SimCluster, SimTelemetry
+from simulator import Fleet, SimCluster, SimTelemetry
 from integrations.telemetry import SignalQuery
 
 Sim = Callable[..., tuple[Fleet, SimTelemetry, SimCluster]]

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from integrations.sim import Fleet, SimCluster, SimTelemetry
+from simulator import Fleet, SimCluster, SimTelemetry
 from integrations.telemetry import SignalQuery
 
 Sim = Callable[..., tuple[Fleet, SimTelemetry, SimCluster]]

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from integrations.errors import ScenarioError
-from integrations.sim import Fleet, SimCluster, SimTelemetry
-from integrations.sim.scenarios import parse_scenario
+from simulator import Fleet, SimCluster, SimTelemetry
+from simulator.scenarios import parse_scenario
 from integrations.telemetry import SignalQuery
 
 Sim = Callable[..., tuple[Fleet, SimTelemetry, SimCluster]]

@@ -19,8 +19,8 @@ from bot.config import Settings
 from bot.errors import RunStateError
 from bot.intake.alerts import parse_webhook
 from bot.intake.receiving import receive_webhook
-from bot.simulation import simulated_webhook as _webhook
-from bot.wiring import open_runtime
+from bot.wiring.simulation import simulated_webhook as _webhook
+from bot.wiring.runtime import open_runtime
 from storage import incidents as incident_store
 from storage.db import session_scope
 from storage.tables import ActionRow

@@ -62,7 +62,7 @@ from servers.world import World, runbook_signals, start_world
 from sqlmodel import select
 
 from integrations.signals import load_signal_catalog
-from integrations.sim import Fleet, load_scenario
+from simulator import Fleet, load_scenario
 from runbooks import SIGNALS_FILE
 from storage.db import make_engine, session_scope
 from storage.tables import ActionRow, ApprovalRow, Incident, RunbookRun, TimelineEvent

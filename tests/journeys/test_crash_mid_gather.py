@@ -26,7 +26,7 @@ from servers.world import start_world
 from sqlmodel import select
 
 from integrations.signals import load_signal_catalog
-from integrations.sim import SCENARIO_DIR, Fleet, load_scenario
+from simulator import SCENARIO_DIR, Fleet, load_scenario
 from runbooks import SIGNALS_FILE
 from storage.db import make_engine, session_scope
 from storage.tables import Incident, RunbookRun, TimelineEvent

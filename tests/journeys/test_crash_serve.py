@@ -126,7 +126,7 @@ class Bot:
 
     def popen(self, *args: str) -> subprocess.Popen[str]:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "bot.cli", *args],
+            [sys.executable, "-m", "bot.cli.main", *args],
             cwd=self.tmp_path,
             env=self.env(),
             stdout=subprocess.PIPE,
@@ -151,7 +151,7 @@ class Bot:
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "bot.cli", *args],
+            [sys.executable, "-m", "bot.cli.main", *args],
             cwd=self.tmp_path,
             env=self.env(),
             capture_output=True,

@@ -13,7 +13,7 @@ from pathlib import Path
 from bot.config import Settings
 from bot.engine.running import RunOutcome
 from bot.incidents import lifecycle
-from bot.wiring import Runtime, open_runtime
+from bot.wiring.runtime import Runtime, open_runtime
 from storage import incidents as incident_store
 from storage.db import session_scope
 

@@ -38,7 +38,7 @@ from servers.oncall import TOKEN, alert, running_bot, webhook
 from servers.prometheus import poll
 from servers.world import World, runbook_signals, start_world
 
-from bot import journeys
+from bot.cli import journeys
 from bot.config import (
     KubernetesSettings,
     PrometheusSettings,
@@ -46,10 +46,10 @@ from bot.config import (
     Settings,
     StorageSettings,
 )
-from bot.terminal import Terminal
-from bot.wiring import Runtime, open_runtime
+from bot.cli.terminal import Terminal
+from bot.wiring.runtime import Runtime, open_runtime
 from integrations.signals import load_signal_catalog
-from integrations.sim import SCENARIO_DIR, Fleet, load_scenario
+from simulator import SCENARIO_DIR, Fleet, load_scenario
 from runbooks import RUNBOOK_DIR, SIGNALS_FILE
 from storage import approvals as approval_store
 from storage import incidents as incident_store
@@ -161,7 +161,7 @@ def test_ecc_storm_alert_to_cordon_and_evictions_on_the_api(stack: Stack, tmp_pa
         assert any(r.path == f"/api/v1/nodes/{NODE}" for r in kube.sent("GET"))
 
         approve = subprocess.Popen(
-            [sys.executable, "-m", "bot.cli", "approve", incident.ref, "--as", "cli:alice"],
+            [sys.executable, "-m", "bot.cli.main", "approve", incident.ref, "--as", "cli:alice"],
             cwd=tmp_path,
             env=stack.env,
             stdout=subprocess.PIPE,
@@ -329,7 +329,7 @@ def test_a_hostile_node_name_never_reaches_the_api(tmp_path: Path) -> None:
         }
         for hostile in ("gpu-node-03/../../namespaces", "gpu-node-03?fieldSelector=x", "A B"):
             done = subprocess.run(
-                [sys.executable, "-m", "bot.cli", "run", "ecc-storm", f"node={hostile}", "--yes"],
+                [sys.executable, "-m", "bot.cli.main", "run", "ecc-storm", f"node={hostile}", "--yes"],
                 cwd=tmp_path,
                 env=env,
                 capture_output=True,

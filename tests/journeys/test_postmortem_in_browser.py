@@ -112,7 +112,7 @@ def test_the_exported_file_renders_offline_and_fetches_nothing(
     exported = tmp_path / "INC-1-postmortem.html"
     env = {**os.environ, "GPU_ONCALL_STORAGE__URL": settings.storage.url}
     done = subprocess.run(
-        [sys.executable, "-m", "bot.cli", "postmortem", "INC-1", "--format", "html", "-o",
+        [sys.executable, "-m", "bot.cli.main", "postmortem", "INC-1", "--format", "html", "-o",
          str(exported)],
         capture_output=True, text=True, env=env, timeout=120, check=False,
     )  # fmt: skip

@@ -24,7 +24,7 @@ import pytest
 from sqlmodel import select
 
 from bot.engine.running import RunEngine
-from bot.scheduler import Jobs
+from bot.work.scheduler import Jobs
 from storage.db import make_engine, session_scope
 from storage.tables import ApprovalRow
 from tests.servers.oncall import alert, webhook

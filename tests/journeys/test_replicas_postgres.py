@@ -12,7 +12,7 @@ so the database says which replica holds which work.
   and the node-storm runbook runs once per rack; four racks hold a node with double-bit ECC
   errors, which the storm run cordons and drains (every risk auto-approved, so actions run in
   the replicas). Both replicas load the same scenario file. On PostgreSQL the simulated fleet
-  keeps no state file (bot/simulation.py writes one only beside a SQLite database), so each
+  keeps no state file (bot/wiring/simulation.py writes one only beside a SQLite database), so each
   replica's simulated cluster writes stay in that process: this test asserts on the database
   (SQL counts and group-by checks), and the crash tests below use one cluster both replicas act
   on, the fake Kubernetes API, whose recorded requests count the actions.
@@ -44,8 +44,8 @@ import pytest
 from journeys.test_crash_serve import TicketDesk, ticket_desk
 from sqlalchemy import text
 
-from integrations.sim import Fleet, load_scenario
-from integrations.sim.scenarios import SCENARIO_DIR
+from simulator import Fleet, load_scenario
+from simulator.scenarios import SCENARIO_DIR
 from storage.db import make_engine
 from tests.servers.fake_kube import FakeKube, Stall, start_fake_kube
 from tests.servers.fleet_storm import (

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from bot.config import Settings
-from bot.scheduler import Jobs
-from bot.wiring import open_runtime
+from bot.work.scheduler import Jobs
+from bot.wiring.runtime import open_runtime
 from tests.journeys.test_alert_journey_restart import fire
 
 

@@ -43,7 +43,7 @@ from tests.servers import kube_objects as ko
 from tests.servers.kube_routes import RequestInfo, Rules, request_info
 
 if TYPE_CHECKING:
-    from integrations.sim.fleet import Fleet
+    from simulator.fleet import Fleet
     from tests.servers.fake_kube_jobs import JobPlan
 
 TOKEN = "fake-kube-token"

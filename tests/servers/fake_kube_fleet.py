@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from integrations.sim.cluster import SimCluster
+from simulator.cluster import SimCluster
 from tests.servers import kube_objects as ko
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 
 if TYPE_CHECKING:
-    from integrations.sim.fleet import Fleet
-    from integrations.sim.pods import SimPod
+    from simulator.fleet import Fleet
+    from simulator.pods import SimPod
     from tests.servers.fake_kube import FakeKube
 
 JSON = dict[str, Any]

@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 from sqlalchemy import text
 
-from integrations.sim.topology import NODE_PREFIX, node_name_width
+from simulator.topology import NODE_PREFIX, node_name_width
 from storage.db import make_engine
 from tests.servers.oncall import alert, webhook
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from servers.prometheus import require_binary
 
-from integrations.sim.exporter import format_series, format_value
-from integrations.sim.fleet import Fleet
+from simulator.exporter import format_series, format_value
+from simulator.fleet import Fleet
 
 #: The test Prometheus' lookback (`--query.lookback-delta`): just over the history step.
 LOOKBACK = "40s"

@@ -17,8 +17,8 @@ from integrations.k8s import (
     KubernetesCluster,
     KubernetesEndpoint,
 )
-from integrations.sim import Fleet
-from integrations.sim.scenarios import parse_scenario
+from simulator import Fleet
+from simulator.scenarios import parse_scenario
 from tests.servers.fake_kube import FakeKube
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

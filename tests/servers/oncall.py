@@ -1,8 +1,8 @@
-"""The bot's own HTTP server (`bot.server`) on 127.0.0.1:<ephemeral> over a fresh runtime, for
+"""The bot's own HTTP server (`bot.serving.app`) on 127.0.0.1:<ephemeral> over a fresh runtime, for
 tests that talk to it the way Alertmanager does: over HTTP, with the bearer token.
 
 `running_bot` opens the runtime (SQLite under tmp_path, the simulated fleet of a scenario),
-serves the app with the production server (uvicorn, `bot.server.RunningServer`) on a background
+serves the app with the production server (uvicorn, `bot.serving.app.RunningServer`) on a background
 thread and yields it with an httpx client; on exit it stops the server gracefully (in-flight
 requests finish, queued triage is handed back to the database). `webhook` builds an
 Alertmanager v4 body.
@@ -24,8 +24,8 @@ from sqlalchemy.engine import Engine
 from sqlmodel import func, select
 
 from bot.config import Settings
-from bot.server import RunningServer, create_app
-from bot.wiring import Runtime, open_runtime
+from bot.serving.app import RunningServer, create_app
+from bot.wiring.runtime import Runtime, open_runtime
 from storage.db import session_scope
 from storage.tables import Incident, ReceivedAlert, RunbookRun, TimelineEvent
 

@@ -1,6 +1,6 @@
 """`gpu-oncall serve` replicas as real subprocesses on 127.0.0.1, for the multi-replica tests.
 
-`start_serve(url)` runs `python -m bot.cli serve` on a free port with
+`start_serve(url)` runs `python -m bot.cli.main serve` on a free port with
 `GPU_ONCALL_STORAGE__URL=url` (plus `env`), its stdout and stderr going to a log file, and
 returns once `/readyz` answers 200. The handle's `kill()` is SIGKILL (no handler, no finally
 block runs: the crash the HA tests need), `terminate()` is SIGTERM (a graceful stop); `log` is
@@ -99,7 +99,7 @@ def start_serve(
     log_path = workdir / f"serve-{port}.log"
     with log_path.open("wb") as log_file:
         process = subprocess.Popen(
-            [sys.executable, "-m", "bot.cli", "serve", "--port", str(port), *args],
+            [sys.executable, "-m", "bot.cli.main", "serve", "--port", str(port), *args],
             cwd=workdir,
             env=full_env,
             stdout=log_file,

@@ -21,11 +21,11 @@ from servers.fake_slack import TOKEN, Call, FakeSlack
 from slack_sdk.signature import SignatureVerifier
 
 from bot.config import PolicySettings, Settings, SlackSettings, StorageSettings
-from bot.server import OncallApp, RunningServer
-from bot.simulation import simulated_webhook as _webhook
+from bot.serving.app import OncallApp, RunningServer
+from bot.wiring.simulation import simulated_webhook as _webhook
 from bot.slack.app import EVENTS_PATH, SlackBot
-from bot.wiring import Runtime
-from integrations.sim import SCENARIO_DIR
+from bot.wiring.runtime import Runtime
+from simulator import SCENARIO_DIR
 
 SECRET = "test-signing-secret"
 FORM = "application/x-www-form-urlencoded"

@@ -23,14 +23,14 @@ from bot.clock import SystemClock
 from bot.config import Settings, StorageSettings
 from bot.engine.running import RunEngine, RunOutcome
 from bot.incidents import lifecycle
-from bot.wiring import load_catalogs, open_runtime
+from bot.wiring.runtime import load_catalogs, open_runtime
 from integrations.prometheus import PrometheusEndpoint, PrometheusTelemetry
 from integrations.signals import SignalCatalog
-from integrations.sim import SCENARIO_DIR, load_scenario
-from integrations.sim.cluster import SimCluster
-from integrations.sim.exporter import ExporterApp, ExporterServer
-from integrations.sim.fleet import Fleet
-from integrations.sim.telemetry import SimTelemetry
+from simulator import SCENARIO_DIR, load_scenario
+from simulator.cluster import SimCluster
+from simulator.exporter import ExporterApp, ExporterServer
+from simulator.fleet import Fleet
+from simulator.telemetry import SimTelemetry
 from integrations.telemetry import Telemetry
 from storage.db import session_scope
 
@@ -192,7 +192,7 @@ def run_on(
 ) -> RunOutcome:
     """Run `runbook` to its verdict against `fleet` (cluster reads, logs) and `telemetry`,
     through the real engine on a fresh database; stops at the approval, acting on nothing.
-    `catalogs` (from `bot.wiring.load_catalogs`) saves re-reading the runbooks every run."""
+    `catalogs` (from `bot.wiring.runtime.load_catalogs`) saves re-reading the runbooks every run."""
     with open_runtime(settings, scenario=fleet.scenario, fresh=True, catalogs=catalogs) as rt:
         deps = replace(rt.deps, telemetry=telemetry, cluster=SimCluster(fleet), clock=SystemClock())
         engine = RunEngine(

@@ -12,8 +12,8 @@ import pytest
 from servers.fake_slack import FakeSlack
 from servers.slack_harness import BOB, CAROL, ECC_SCENARIO, SlackHarness, make_settings
 
-from bot.server import RunningServer, create_app
-from bot.wiring import open_runtime
+from bot.serving.app import RunningServer, create_app
+from bot.wiring.runtime import open_runtime
 
 
 @pytest.fixture

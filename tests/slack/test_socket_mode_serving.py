@@ -17,10 +17,10 @@ from servers.fake_slack import APP_TOKEN, TOKEN, FakeSlack
 from servers.fake_socket_mode import FakeSocketMode
 from servers.slack_harness import ALICE, ECC_SCENARIO, OPS
 
-from bot import cli
+from bot.cli import main as cli
 from bot.config import Settings, SlackSettings, StorageSettings
-from bot.server import RunningServer, create_app
-from bot.wiring import open_runtime
+from bot.serving.app import RunningServer, create_app
+from bot.wiring.runtime import open_runtime
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy.engine import Engine
 
 from bot.diagnosis.history import GpuFact
-from bot.engine.history import StoredGpuHistory
+from bot.engine.gpu_records import StoredGpuHistory
 from storage import gpu_history
 from storage.db import session_scope
 from storage.errors import InvalidValueError

@@ -21,7 +21,7 @@ from bot.actions.guarding import SafetyGuard
 from bot.actions.ledger import SqlActionLedger
 from bot.actions.limits import SafetyLimits
 from bot.clock import FakeClock
-from integrations.sim import SCENARIO_DIR, Fleet, SimCluster, load_scenario
+from simulator import SCENARIO_DIR, Fleet, SimCluster, load_scenario
 from storage import actions as action_store
 from storage import safety as safety_store
 from storage.db import session_scope

@@ -1,0 +1,235 @@
+"""The CLI's incident reads: `incidents`, `incident INC-N`, `alerts`, `mttr`. Presentation.
+
+These answer while an incident runs, so they import only what they use: the database, the
+incident views and the pure renderers; never LangGraph, Slack, Kubernetes or the engine
+(tests/cli/test_cli_import_graph.py guards it; bench/cli_startup.py times it).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from bot.clock import SystemClock
+from bot.incidents.mttr import DEFINITIONS, compute_figures, format_duration
+from bot.incidents.views import EventView, IncidentView, event_views, incident_view
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+    from bot.config import Settings
+    from bot.cli.terminal import Terminal
+
+SHOWN_EVENTS = 40
+"""Timeline events `incident` prints (the newest); `--json` and `postmortem` give them all."""
+
+
+LISTED = 50
+"""Incidents `incidents` lists (the newest)."""
+
+
+def _db(settings: Settings) -> Engine:
+    from bot.wiring.database import open_database  # the ORM tables and the /metrics listeners
+
+    return open_database(settings)
+
+
+def list_incidents(
+    settings: Settings, term: Terminal, *, include_resolved: bool, as_json: bool
+) -> int:
+    """`gpu-oncall incidents [--all]`: newest first, with each one's MTTR (checks marked).
+
+    A database already at this release's schema is read with SQLAlchemy Core alone
+    (storage/glance.py: the answer in about half the time); any other goes the full way."""
+    views = _glance(settings, open_only=not include_resolved)
+    if views is None:
+        from storage import incidents as incident_store
+        from storage.db import session_scope
+
+        with session_scope(_db(settings)) as session:
+            rows = incident_store.list_incidents(
+                session, open_only=not include_resolved, limit=LISTED
+            )
+            views = [incident_view(row) for row in rows]
+    if as_json:
+        term.line(json.dumps([v.to_dict() for v in views], indent=2, default=str))
+        return 0
+    if not views:
+        term.line("No open incidents." if not include_resolved else "No incidents.")
+        return 0
+    term.line(
+        f"{'ID':<8} {'STATE':<18} {'SEVERITY':<9} {'RUNBOOK':<16} {'TARGET':<16} {'LAYER':<13} MTTR"
+    )
+    for v in views:
+        figures = compute_figures(**v.timestamps())
+        mttr = format_duration(figures.mttr) if figures.mttr else "-"
+        mttr = "check (no fault found)" if v.kind == "check" else mttr
+        term.line(
+            f"{v.ref:<8} {v.state:<18} {v.severity:<9} {v.runbook:<16} {v.target:<16} "
+            f"{v.layer or '-':<13} {mttr}"
+        )
+    return 0
+
+
+def _glance(settings: Settings, *, open_only: bool) -> list[IncidentView] | None:
+    """The listing from storage/glance.py, or None when the full path must answer."""
+    from storage import glance
+    from storage.engines import make_engine
+
+    db = make_engine(settings.storage.url, pool_size=1, max_overflow=0)
+    try:
+        rows = glance.recent_incidents(db, open_only=open_only, limit=LISTED)
+        return None if rows is None else [incident_view(row) for row in rows]
+    finally:
+        db.dispose()
+
+
+def show_incident(settings: Settings, term: Terminal, *, ref: str, as_json: bool) -> int:
+    """`gpu-oncall incident INC-N`: header, timestamps, MTTx with formulas, GPU-hours, and the
+    timeline with each event's number (what `pin` takes) and a mark on pinned ones."""
+    from bot.incidents.costing import read_gpu_hours
+    from bot.incidents.gpu_hours import render_gpu_hours
+    from bot.incidents.reporting import read_incident
+    from storage import incidents as incident_store
+    from storage.db import session_scope
+
+    now = SystemClock().now()
+    db = _db(settings)
+    with session_scope(db) as session:
+        row = read_incident(session, ref)
+        view = incident_view(row)
+        events = event_views(incident_store.list_events(session, row.id or 0))
+        cost = read_gpu_hours(session, row, now=now)
+    if as_json:
+        data = {
+            "incident": view.to_dict(),
+            "page": settings.pages.incident_url(view.ref),
+            "figures": view.figures().as_seconds(),
+            "gpu_hours": cost.to_dict(),
+            "timeline": [e.to_dict() for e in events],
+        }
+        term.line(json.dumps(data, indent=2, default=str))
+        return 0
+    for line in _header(view):
+        term.line(line)
+    url = settings.pages.incident_url(view.ref)
+    if url is not None:
+        term.line(f"page: {url}")
+    for line in render_gpu_hours(cost):
+        term.line(line)
+    for line in _timeline(events):
+        term.line(line)
+    return 0
+
+
+def _header(view: IncidentView) -> list[str]:
+    kind = " — a check: no fault found, no MTTR" if view.kind == "check" else ""
+    lines = [
+        f"{view.ref}  {view.title}",
+        f"state {view.state} · severity {view.severity} · runbook {view.runbook} · "
+        f"target {view.target} · layer {view.layer or '-'}{kind}",
+    ]
+    if view.culprits:
+        lines.append(f"culprits: {', '.join(view.culprits)}")
+    source = {"human": f"set by {view.fired_at_corrected_by}", "alert": "from the alert"}
+    for name, at in view.timestamps().items():
+        shown = f"{at:%Y-%m-%d %H:%M:%S} UTC" if at else "-"
+        note = ""
+        if name == "fired_at":
+            note = f"  ({source.get(view.fired_at_source or '', 'nobody said when')})"
+        if name == "acknowledged_at" and view.acknowledged_by:
+            note = f"  (by {view.acknowledged_by})"
+        lines.append(f"  {name:<16} {shown}{note}")
+    figures = view.figures()
+    for d in DEFINITIONS:
+        shown = format_duration(getattr(figures, d.name))
+        lines.append(f"  {d.label:<18} {shown:>10}  = {d.formula}")
+    return lines
+
+
+def _timeline(events: list[EventView]) -> list[str]:
+    shown = events[-SHOWN_EVENTS:]
+    lines = [f"timeline ({len(events)} events; * pinned; `gpu-oncall pin INC-N #id`):"]
+    if len(shown) < len(events):
+        lines.append(f"  ... {len(events) - len(shown)} earlier events (--json for all)")
+    for e in shown:
+        mark = "*" if e.pinned else " "
+        lines.append(
+            f" {mark}#{e.id or '-':<5} {e.at:%H:%M:%S} {e.kind:<22} {e.actor:<14} {e.summary}"
+        )
+    return lines
+
+
+def list_alerts(
+    settings: Settings, term: Terminal, *, unrouted: bool, limit: int, as_json: bool
+) -> int:
+    """`gpu-oncall alerts [--unrouted]`: received alerts, newest first; unrouted ones with the
+    reason no runbook took them (routed again with today's runbooks)."""
+    from bot.actions.registry import default_registry
+    from bot.engine.catalog import load_catalog
+    from bot.intake.listing import alert_rows
+    from integrations.signals import load_signal_catalog
+    from runbooks import RUNBOOK_DIR, SIGNALS_FILE
+    from storage.db import session_scope
+
+    catalog = load_catalog(
+        [RUNBOOK_DIR, *settings.runbook_dirs],
+        signals=load_signal_catalog(SIGNALS_FILE).names(),
+        actions=default_registry().names(),
+    )
+    db = _db(settings)
+    with session_scope(db) as session:
+        rows = alert_rows(
+            session, routes=catalog.alert_routes(), unrouted=unrouted, limit=max(limit, 1)
+        )
+    if as_json:
+        term.line(json.dumps(rows, indent=2, default=str))
+        return 0
+    if not rows:
+        term.line("No unrouted alerts." if unrouted else "No alerts received.")
+        return 0
+    term.line(f"{'RECEIVED':<20} {'STATUS':<9} {'ALERT':<24} {'INCIDENT':<9} LABELS / REASON")
+    for row in rows:
+        detail = row["reason"] or " ".join(f"{k}={v}" for k, v in row["labels"].items())
+        term.line(
+            f"{row['received_at']:%Y-%m-%d %H:%M:%S} {row['status']:<9} {row['alertname']:<24} "
+            f"{row['incident'] or '-':<9} {detail}"
+        )
+    return 0
+
+
+def mttr(
+    settings: Settings,
+    term: Terminal,
+    *,
+    window: timedelta,
+    label: str,
+    by: str,
+    as_json: bool,
+) -> int:
+    """`gpu-oncall mttr [--since 7d] [--by runbook|layer|week] [--json]`: p50/p90 of each
+    figure and the GPU-hours lost, over the incidents resolved in the window."""
+    from bot.incidents.mttr_groups import formulas, render_table, to_json
+    from bot.incidents.reporting import read_mttr_groups
+    from storage.db import session_scope
+
+    until = SystemClock().now()
+    since = until - window
+    db = _db(settings)
+    with session_scope(db) as session:
+        groups = read_mttr_groups(session, since=since, until=until, by=by)
+    if as_json:
+        term.line(json.dumps(to_json(groups, by=by, since=since, until=until), indent=2))
+        return 0
+    total = sum(g.incidents for g in groups if g.key != "all")
+    if not total:
+        term.line(f"No incidents resolved in the last {label}.")
+        return 0
+    term.line(f"Incidents resolved in the last {label}: {total} (p50 / p90, nearest rank)")
+    for line in render_table(groups, by=by):
+        term.line(line)
+    for line in formulas():
+        term.line(f"  {line}")
+    term.line("  GPU-hours: see `gpu-oncall incident INC-N` for each incident's formula")
+    return 0

@@ -1,0 +1,249 @@
+"""SimCluster: the Cluster port over the simulated fleet (nodes, pods, events, logs, actions).
+
+What kubectl would show for the fleet at the fleet clock's "now": node conditions and taints
+follow the kube-state-metrics series, so the API view and the metrics always agree. Writes are
+idempotent, journaled and counted on the fleet (`fleet.cordon_calls`, `fleet.drain_calls`).
+Names are validated as `KubernetesCluster` validates them, and `deny()` plays RBAC: a denied
+permission raises ClusterForbidden just as a 403 does on a real cluster.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Collection, Mapping
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from integrations.cluster import (
+    ClusterEvent,
+    DrainReport,
+    JobRun,
+    NodeInfo,
+    Outcome,
+    Permission,
+    PodInfo,
+    RemediationPause,
+)
+from integrations.errors import ClusterForbidden, JobNotFound, NodeNotFound
+from integrations.names import (
+    check_annotation_value,
+    check_container_name,
+    check_job_name,
+    check_label_value,
+    check_namespace,
+    check_node_name,
+    check_pod_name,
+    check_qualified_key,
+    check_taint_effect,
+)
+from integrations.selectors import InvalidSelector
+from simulator.fleet import Fleet
+from simulator.marking import render_taints
+
+_CONDITIONS = ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure")
+_STATUS = {"true": "True", "false": "False", "unknown": "Unknown"}
+
+
+class SimCluster:
+    """Reads and changes the simulated fleet's Kubernetes objects."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        self.fleet = fleet
+        self.denied: set[tuple[str, str]] = set()
+
+    def deny(self, verb: str, resource: str) -> None:
+        """Refuse `verb` on `resource` (e.g. "patch", "nodes" or "create", "pods/eviction")."""
+        self.denied.add((verb, resource))
+
+    def check_permissions(self, needed: Collection[Permission]) -> list[Permission]:
+        return [
+            replace(
+                p,
+                allowed=(p.verb, _what(p)) not in self.denied,
+                reason="simulated fleet" if (p.verb, _what(p)) not in self.denied else "denied",
+            )
+            for p in needed
+        ]
+
+    def nodes(self, names: Collection[str] | None = None) -> list[NodeInfo]:
+        """Nodes by name (all when None). An unknown name raises NodeNotFound with known names."""
+        self._allowed("list" if names is None else "get", "nodes")
+        wanted = self.fleet.node_names if names is None else [check_node_name(n) for n in names]
+        for name in wanted:
+            if name not in self.fleet.nodes:
+                raise NodeNotFound(name, self.fleet.node_names)
+        at = self.fleet.now()
+        return [self._node_info(name, at) for name in wanted]
+
+    def pods_on(self, node: str) -> list[PodInfo]:
+        self._allowed("list", "pods")
+        return [pod.info() for pod in self.fleet.pods_on(check_node_name(node))]
+
+    def events(self, node: str, *, since: datetime) -> list[ClusterEvent]:
+        self._allowed("list", "events")
+        return self.fleet.events(check_node_name(node), since=since, until=self.fleet.now())
+
+    def pod_logs(
+        self,
+        pod: str,
+        namespace: str,
+        *,
+        tail_lines: int = 500,
+        container: str | None = None,
+        since: timedelta | None = None,
+    ) -> str:
+        """The pod's log (each simulated pod has one container; `since` is not modelled: the
+        simulated lines carry their own timestamps)."""
+        check_pod_name(pod)
+        check_namespace(namespace)
+        if container is not None:
+            check_container_name(container)
+        self._allowed("get", "pods/log")
+        lines = self.fleet.pod_log(self.fleet.pod(pod, namespace), self.fleet.now())
+        return "\n".join(lines[-tail_lines:] if tail_lines > 0 else [])
+
+    def node_logs(self, node: str, *, tail_lines: int = 500) -> str:
+        """The kernel log (verbatim `NVRM: Xid` lines); empty while the kubelet is down."""
+        self._allowed("get", "nodes/proxy")
+        lines = self.fleet.kernel_log(check_node_name(node), self.fleet.now())
+        return "\n".join(lines[-tail_lines:] if tail_lines > 0 else [])
+
+    def cordon(self, node: str) -> Outcome:
+        self._allowed("patch", "nodes")
+        return self.fleet.cordon(check_node_name(node))
+
+    def uncordon(self, node: str) -> Outcome:
+        self._allowed("patch", "nodes")
+        return self.fleet.uncordon(check_node_name(node))
+
+    def drain(self, node: str, *, grace: timedelta) -> DrainReport:
+        """Cordon and evict; a PodDisruptionBudget that refuses now refuses until the grace
+        deadline too (nothing else moves while the simulated drain runs)."""
+        self._allowed("patch", "nodes")
+        self._allowed("create", "pods/eviction")
+        return self.fleet.drain(check_node_name(node), grace=grace)
+
+    def taint(self, node: str, *, key: str, value: str = "", effect: str = "NoSchedule") -> Outcome:
+        name = check_node_name(node)
+        check_qualified_key(key, what="taint key")
+        check_label_value(value, what="taint value")
+        check_taint_effect(effect)
+        self._allowed("patch", "nodes")
+        return self.fleet.taint(name, key=key, value=value, effect=effect)
+
+    def untaint(self, node: str, *, key: str, effect: str = "NoSchedule") -> Outcome:
+        name = check_node_name(node)
+        check_qualified_key(key, what="taint key")
+        check_taint_effect(effect)
+        self._allowed("patch", "nodes")
+        return self.fleet.untaint(name, key=key, effect=effect)
+
+    def delete_pod(self, pod: str, namespace: str, *, grace: timedelta) -> Outcome:
+        check_pod_name(pod)
+        check_namespace(namespace)
+        self._allowed("delete", "pods")
+        return self.fleet.delete_pod(pod, namespace, grace=grace)
+
+    def annotate(self, node: str, annotations: Mapping[str, str | None]) -> Outcome:
+        name = check_node_name(node)
+        for key, value in annotations.items():
+            check_qualified_key(key, what="annotation key")
+            if value is not None:
+                check_annotation_value(value)
+        self._allowed("patch", "nodes")
+        return self.fleet.annotate(name, annotations)
+
+    def label(self, node: str, labels: Mapping[str, str | None]) -> Outcome:
+        name = check_node_name(node)
+        for key, value in labels.items():
+            check_qualified_key(key, what="label key")
+            if value is not None:
+                check_label_value(value)
+        self._allowed("patch", "nodes")
+        return self.fleet.label(name, labels)
+
+    def remediation_pauses(self, node: NodeInfo) -> list[RemediationPause]:
+        """Paused NodeHealthChecks (`fleet.set_health_check`) selecting the node; none unless
+        a test added one. One with a malformed selector is skipped, as KubernetesCluster does."""
+        check_node_name(node.name)
+        self._allowed("list", "nodehealthchecks")
+        pauses = []
+        for check in sorted(self.fleet.health_checks.values(), key=lambda c: c.name):
+            with contextlib.suppress(InvalidSelector):
+                if (pause := check.pause_for(node.labels)) is not None:
+                    pauses.append(pause)
+        return pauses
+
+    def create_job(self, manifest: Mapping[str, Any]) -> JobRun:
+        """Run the Job on the simulated node named by `spec.template.spec.nodeName`: journaled,
+        complete at once (the same name again is ALREADY_DONE, as a 409 then a read is)."""
+        meta = manifest.get("metadata") or {}
+        name = check_job_name(str(meta.get("name", "")))
+        namespace = check_namespace(str(meta.get("namespace", "")))
+        pod = ((manifest.get("spec") or {}).get("template") or {}).get("spec") or {}
+        node = check_node_name(str(pod.get("nodeName", "")))
+        containers = pod.get("containers") or [{}]
+        args = [*(containers[0].get("command") or []), *(containers[0].get("args") or [])]
+        self._allowed("create", "jobs")
+        outcome = self.fleet.run_job(name, namespace, node=node, args=[str(a) for a in args])
+        return JobRun(name, namespace, "complete", outcome=outcome)
+
+    def read_job(self, name: str, namespace: str) -> JobRun:
+        job, ns = check_job_name(name), check_namespace(namespace)
+        self._allowed("get", "jobs")
+        if (ns, job) not in self.fleet.jobs:
+            raise JobNotFound(job, ns)
+        return JobRun(job, ns, "complete")
+
+    def job_logs(self, name: str, namespace: str, *, tail_lines: int = 20) -> str:
+        job, ns = check_job_name(name), check_namespace(namespace)
+        self._allowed("list", "pods")
+        self._allowed("get", "pods/log")
+        ran = self.fleet.jobs.get((ns, job))
+        if ran is None or tail_lines <= 0:
+            return ""
+        return f"simulated node {ran['node']}: ran {' '.join(ran['args'])}: exit 0"
+
+    def _allowed(self, verb: str, resource: str) -> None:
+        if (verb, resource) in self.denied:
+            raise ClusterForbidden(verb=verb, resource=resource)
+
+    def _node_info(self, name: str, at: datetime) -> NodeInfo:
+        fleet = self.fleet
+        conditions = {cond: self._condition(name, cond, at=at) for cond in _CONDITIONS}
+        cordoned = fleet.state[name].cordoned
+        taints = ["node.kubernetes.io/unschedulable:NoSchedule"] if cordoned else []
+        if conditions["Ready"] != "True":
+            kind = "not-ready" if conditions["Ready"] == "False" else "unreachable"
+            taints += [
+                f"node.kubernetes.io/{kind}:NoSchedule",
+                f"node.kubernetes.io/{kind}:NoExecute",
+            ]
+        taints += render_taints(fleet.state[name])
+        gpu = ("resource", "nvidia_com_gpu")
+        capacity = fleet.value("kube_node_status_capacity", name, entity=gpu, at=at) or 0.0
+        allocatable = fleet.value("kube_node_status_allocatable", name, entity=gpu, at=at) or 0.0
+        return NodeInfo(
+            name=name,
+            ready=conditions["Ready"] == "True",
+            unschedulable=cordoned,
+            conditions=conditions,
+            labels=fleet.node_labels(name),
+            taints=tuple(taints),
+            gpu_capacity=int(capacity),
+            gpu_allocatable=max(0, int(allocatable)),
+            annotations=dict(fleet.state[name].annotations),
+        )
+
+    def _condition(self, node: str, condition: str, *, at: datetime) -> str:
+        for status, shown in _STATUS.items():
+            entity = ("condition", condition, status)
+            if self.fleet.value("kube_node_status_condition", node, entity=entity, at=at) == 1.0:
+                return shown
+        return "Unknown"
+
+
+def _what(permission: Permission) -> str:
+    sub = permission.subresource
+    return permission.resource + (f"/{sub}" if sub else "")

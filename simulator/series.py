@@ -1,0 +1,227 @@
+"""What the simulated fleet's exporters expose: every metric's series, laid out and readable.
+
+Owns the per-node label sets (cached) and builds tracks on demand from the healthy seeds plus
+the fault impacts, the workload models and live node state the Fleet shares with it; pod-level
+kube-state-metrics series come from the live pods. Knows nothing about logs or actions; times
+here are fleet seconds since t0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+
+from simulator.fault_base import Impact
+from simulator.metrics import METRICS, SCRAPE_FAMILY, EntityKey, MetricDef, NodeView, Seed
+from simulator.pod_metrics import pod_tracks
+from simulator.pods import SimPod
+from simulator.scenarios import FleetSpec
+from simulator.states import NodeState
+from simulator.topology import NodeSpec
+from simulator.tracks import Computed, Effect, FaultWindow, Gone, Track, order_effects
+from simulator.workload_metrics import OVERLAYS, overlay
+from simulator.workloads import Workloads
+
+
+@dataclass(frozen=True)
+class Series:
+    """One exported sample: metric name, labels as the exporter writes them, value."""
+
+    metric: str
+    labels: dict[str, str]
+    value: float
+
+
+#: Metrics whose value comes from live node state rather than seeds and faults.
+STATEFUL_METRICS = frozenset({"kube_node_spec_unschedulable", "up"})
+
+
+class SeriesSource:
+    """Lays out and reads the series of dcgm-exporter, node_exporter and kube-state-metrics.
+
+    `impacts` and `state` are the Fleet's own dicts, shared: a fault placed or a node cordoned
+    shows up in the next read. Call `forget(node)` when a node's labels change.
+    """
+
+    def __init__(
+        self,
+        *,
+        nodes: dict[str, NodeSpec],
+        spec: FleetSpec,
+        busy: set[str],
+        impacts: dict[str, list[Impact]],
+        state: dict[str, NodeState],
+        driver_version: Callable[[str], str],
+        workloads: Workloads,
+        pods: Mapping[tuple[str, str], SimPod],
+    ) -> None:
+        self._nodes = nodes
+        self._spec = spec
+        self._busy = busy
+        self._impacts = impacts
+        self._state = state
+        self._driver_version = driver_version
+        self._workloads = workloads
+        self._pods = pods
+        self._views: dict[str, NodeView] = {}
+
+    def metric_names(self) -> list[str]:
+        return [name for name in METRICS if self.metric(name) is not None]
+
+    def metric(self, name: str) -> MetricDef | None:
+        """The metric if an exporter of this fleet exposes it, else None (its series are absent)."""
+        definition = METRICS.get(name)
+        if definition is None:
+            return None
+        if not definition.default_on and self._spec.dcgm_counters != "all":
+            return None
+        return definition
+
+    def tracks(
+        self, metric: str, nodes: Iterable[str] | None = None, *, workload: str | None = None
+    ) -> Iterator[Track]:
+        """The metric's tracks on `nodes` (all nodes when None); unknown nodes have none. For
+        pod series, `workload` keeps only that workload's pods (an index: their
+        `label_app_kubernetes_io_name` is the workload's name; other pods never match it)."""
+        definition = self.metric(metric)
+        if definition is None:
+            return
+        if definition.pod_level:
+            wanted = None if nodes is None else set(nodes)
+            pods = [
+                p
+                for p in self._pods.values()
+                if (wanted is None or p.node in wanted)
+                and (workload is None or (p.workload == workload and not p.daemonset))
+            ]
+            yield from pod_tracks(metric, pods)
+            return
+        for node in self._nodes if nodes is None else nodes:
+            if node in self._nodes:
+                yield from self._node_tracks(definition, node)
+
+    def series(self, metric: str, t: float) -> list[Series]:
+        out: list[Series] = []
+        for track in self.tracks(metric):
+            value = track.value(t)
+            if value is not None:
+                out.append(Series(metric, track.labels_for(value), value))
+        return out
+
+    def value(self, metric: str, node: str, *, entity: EntityKey, t: float) -> float | None:
+        for track in self.tracks(metric, [node]):
+            if track.entity == entity:
+                return track.value(t)
+        return None
+
+    def forget(self, node: str) -> None:
+        """Drop the node's cached labels (its driver version changed)."""
+        self._views.pop(node, None)
+
+    def _node_tracks(self, definition: MetricDef, node: str) -> list[Track]:
+        """Built on every call, not cached: cheap (tuples, slotted tracks, shared labels), and
+        memory stays flat however many metrics a 4,096-node sweep touches. Fault windows are
+        shared objects, so a drain shows up in the next read without invalidation."""
+        impacts = [
+            i
+            for i in self._impacts.get(node, ())
+            if i.metric in (None, definition.name) and i.family in (None, definition.family)
+        ]
+        view = self._view(node)
+        name, value_labels = definition.name, definition.value_labels
+        counter = definition.kind == "counter"
+        overlaid = name in OVERLAYS
+        stateful = name in STATEFUL_METRICS
+        tracks = []
+        for seed in definition.seeds(view):
+            if overlaid:
+                seed = overlay(name, view, seed)
+            effects: tuple[Effect, ...] = ()
+            if impacts or stateful or seed.computed is not None or seed.gone_from is not None:
+                extra = _own_effects(seed, counter=counter)
+                if stateful:
+                    extra += self._state_effects(name, node, seed.entity)
+                effects = _effects_for(seed.entity, impacts=impacts, extra=extra)
+            tracks.append(
+                Track(
+                    node=node,
+                    labels=seed.labels,
+                    base=seed.base,
+                    slope=seed.slope,
+                    effects=effects,
+                    entity=seed.entity,
+                    value_labels=value_labels,
+                )
+            )
+        return tracks
+
+    def _state_effects(self, metric: str, node: str, entity: EntityKey) -> list[Effect]:
+        if metric == "kube_node_spec_unschedulable":
+            return [Computed(self._state[node].cordoned_at)]
+        if metric == "up":
+            return [Computed(self._scrape_health(node, job=entity[-1]))]
+        return []
+
+    def _scrape_health(self, node: str, *, job: str) -> Callable[[float], float]:
+        """`up{job}`: 0 while the exporter the job scrapes has lost all its series on the node."""
+        family = SCRAPE_FAMILY[job]
+        outages = [
+            i.effect.window
+            for i in self._impacts.get(node, ())
+            if i.family == family and i.entity is None and isinstance(i.effect, Gone)
+        ]
+        return lambda t: 0.0 if any(w.active(t) for w in outages) else 1.0
+
+    def _view(self, node: str) -> NodeView:
+        view = self._views.get(node)
+        if view is None or view.busy != self._busy_now(node):
+            view = self._make_view(self._nodes[node])
+            self._views[node] = view
+        return view
+
+    def _busy_now(self, node: str) -> bool:
+        """Busy while a workload pod runs (or ran) there: a gang rank left Pending never does."""
+        return node in self._busy and self._workloads.on(node) is not None
+
+    def _make_view(self, node: NodeSpec) -> NodeView:
+        host, driver = self._spec.dcgm_host_label, self._driver_version(node.name)
+        gpu_labels = tuple(
+            {
+                "gpu": str(g.index),
+                "UUID": g.uuid,
+                "pci_bus_id": g.pci_bus_id,
+                "device": f"nvidia{g.index}",
+                "modelName": self._spec.gpu_model,
+                host: node.name,
+                "DCGM_FI_DRIVER_VERSION": driver,
+            }
+            for g in node.gpus
+        )
+        hca_labels = tuple(
+            {"device": h.device, "port": h.port, "instance": node.name} for h in node.hcas
+        )
+        return NodeView(
+            spec=node,
+            busy=self._busy_now(node.name),
+            gpu_labels=gpu_labels,
+            hca_labels=hca_labels,
+            node_labels={"node": node.name},
+            workloads=self._workloads,
+        )
+
+
+def _own_effects(seed: Seed, *, counter: bool) -> list[Effect]:
+    """The seed's own model-driven value and disappearance (an evicted pod's series)."""
+    own: list[Effect] = []
+    if seed.computed is not None:
+        own.append(Computed(seed.computed, monotonic=counter))
+    if seed.gone_from is not None:
+        own.append(Gone(FaultWindow(seed.gone_from)))
+    return own
+
+
+def _effects_for(
+    entity: EntityKey, *, impacts: list[Impact], extra: list[Effect]
+) -> tuple[Effect, ...]:
+    hits = [i.effect for i in impacts if i.entity is None or i.entity == entity]
+    return order_effects([*extra, *hits])
