@@ -10,13 +10,13 @@ from typing import Any
 
 from bot.cli.terminal import Terminal
 from bot.diagnosis.evidence import EvidenceReport
-from bot.diagnosis.logs import LogCatalog
 from bot.errors import UserInputError
 
 
 def classify_log(term: Terminal, *, source: str, as_json: bool) -> int:
     """Classify any text with the log-signature catalog: layer, deciding signature, lines."""
-    from bot.diagnosis.logs import classify_text, load_log_catalog
+    from bot.diagnosis.evidence.pasting import classify_paste
+    from bot.diagnosis.logs import load_log_catalog
     from runbooks import LOG_SIGNATURES_FILE
 
     try:
@@ -24,8 +24,10 @@ def classify_log(term: Terminal, *, source: str, as_json: bool) -> int:
     except OSError as exc:
         raise UserInputError(f"cannot read log '{source}': {exc.strerror}") from exc
     catalog = load_log_catalog(LOG_SIGNATURES_FILE)
-    found = classify_text(text, catalog)
-    report = _tool_evidence([(Path(source).name if source != "-" else "stdin", text)], catalog)
+    verdict = classify_paste(
+        text, catalog=catalog, source=Path(source).name if source != "-" else "stdin"
+    )
+    found, report, seen = verdict.classification, verdict.report, verdict.evidence
     matches = [
         {
             "line_no": m.line_no,
@@ -39,15 +41,16 @@ def classify_log(term: Terminal, *, source: str, as_json: bool) -> int:
     ]
     if as_json:
         result: dict[str, Any] = {
-            "layer": found.layer,
-            "signal": found.signal,
+            "layer": verdict.layer,
+            "signal": verdict.signal,
+            "status": seen.status,
+            "formats_recognised": sorted({fmt for _, fmt in seen.formats}),
+            "not_understood": [line.to_dict() for line in seen.not_understood],
             "xids": list(found.xids),
             "matches": matches,
         }
         if report is not None:  # a tool output was recognised: its verdict decides
-            layer = None if report.layer.value == "none" else report.layer.value
-            signal = report.deciding[0].code if report.deciding else None
-            result |= {"layer": layer, "signal": signal, "evidence": report.to_dict()}
+            result["evidence"] = report.to_dict()
         term.line(json.dumps(result, indent=2))
         return 0
     if report is not None:
@@ -55,10 +58,15 @@ def classify_log(term: Terminal, *, source: str, as_json: bool) -> int:
         return 0
     term.line(f"layer:  {found.layer or 'none (no known signature)'}")
     term.line(f"signal: {found.signal or '-'}")
+    term.line(f"status: {seen.status}: {seen.summary}")
     if found.xids:
         term.line(f"XIDs:   {', '.join(str(x) for x in found.xids)}")
     for m in found.matches:
         term.line(f"  {m.line_no:>6}  {m.signature:<34} {m.line[:160]}")
+    if seen.not_understood:
+        term.line(f"not understood ({len(seen.not_understood)} line(s) shown):")
+    for line in seen.not_understood[:5]:
+        term.line(f"  {line.cite()}  {line.text.strip()[:140]}")
     return 0
 
 def triage_bundle(term: Terminal, *, path: str, as_json: bool) -> int:
@@ -83,14 +91,6 @@ def triage_bundle(term: Terminal, *, path: str, as_json: bool) -> int:
         term.line(f"note:     {note}")
     return 0
 
-def _tool_evidence(texts: list[tuple[str, str]], catalog: LogCatalog) -> EvidenceReport | None:
-    """The evidence report when the text holds a tool output (not only log lines), else None."""
-    from bot.diagnosis.evidence import recognize
-    from bot.diagnosis.evidence.loglines import FORMATS
-
-    report = recognize(texts, catalog=catalog)
-    log_formats = set(FORMATS.values())
-    return report if any(fmt not in log_formats for _, fmt in report.formats) else None
 
 def _print_evidence(term: Terminal, report: EvidenceReport) -> None:
     """Verdict, culprits, the deciding findings with file:line evidence, then the rest."""
@@ -116,3 +116,4 @@ def _print_evidence(term: Terminal, report: EvidenceReport) -> None:
         )
     formats = sorted({fmt for _, fmt in report.formats})
     term.line(f"formats:  {', '.join(formats) or '-'}")
+    term.line(f"status:   {report.status}")

@@ -42,10 +42,30 @@ def test_nccl_retry_exceeded_from_stdin_is_fabric() -> None:
     assert "layer:  fabric" in done.stdout
 
 
-def test_nothing_known_gives_a_null_layer() -> None:
+def test_nothing_known_gives_a_null_layer_and_says_nothing_was_recognised() -> None:
     done = classify("-", "--json", stdin="all good\n")
     assert done.returncode == 0
-    assert json.loads(done.stdout) == {"layer": None, "signal": None, "xids": [], "matches": []}
+    assert json.loads(done.stdout) == {
+        "layer": None,
+        "signal": None,
+        "status": "unrecognised",
+        "formats_recognised": [],
+        "not_understood": [{"source": "stdin", "line_no": 1, "text": "all good"}],
+        "xids": [],
+        "matches": [],
+    }
+
+
+def test_a_healthy_output_is_recognised_not_unknown() -> None:
+    table = (
+        "| GPU  Name        Persistence-M| Bus-Id        Disp.A | Volatile Uncorr. ECC |\n"
+        "|   0  NVIDIA A100-SXM...  On   | 00000000:03:00.0 Off |                    0 |\n"
+        "| N/A   28C    P0    52W / 400W |      0MiB / 40960MiB |      0%      Default |\n"
+    )
+    done = classify("-", "--json", stdin="Remapped Rows\n    Pending : No\n" + table)
+    found = json.loads(done.stdout)
+    assert (found["layer"], found["status"]) == (None, "healthy")
+    assert found["formats_recognised"] == ["nvidia-smi -q"]
 
 
 def test_unreadable_file_exits_2_with_one_line(tmp_path: Path) -> None:

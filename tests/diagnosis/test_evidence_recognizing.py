@@ -75,13 +75,17 @@ def test_gsp_timeout_and_socket_fallback_layers() -> None:
 def test_info_only_findings_are_no_fault() -> None:
     report = report_of("nvidia-smi-q-healthy.txt", "nvlink-e-healthy.txt", "ibstat-healthy.txt")
     assert report.layer is Layer.NONE
-    assert report.summary == "no fault found in 3 recognised output(s)"
+    assert report.summary.startswith("recognised 3 output(s), all healthy (")
+    assert report.status == "healthy"
     assert len(report.findings) == 3  # the info findings are still listed
 
 
 def test_nothing_recognised() -> None:
     report = recognize([("notes.txt", "all quiet on the cluster\n")], catalog=CATALOG)
     assert (report.layer, report.formats, report.recognized) == (Layer.NONE, (), False)
+    assert report.status == "unrecognised"
+    assert [line.cite() for line in report.not_understood] == ["notes.txt:1"]
+    assert report.to_dict()["not_understood"][0]["text"] == "all quiet on the cluster"
 
 
 # --- the XID catalog ------------------------------------------------------------------------

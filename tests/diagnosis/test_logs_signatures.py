@@ -469,6 +469,170 @@ CASES: list[tuple[str, str, dict[str, str]]] = [
         "[2024-05-01 12:00:00] saving checkpoint at iteration    1000 to /ckpt",
         {"step": "1000"},
     ),
+    # --- intake of real pastes (issue 22): lines verbatim from tests/corpus/pastes -------------
+    (
+        "kernel.rm_init_adapter_failed",
+        "Dec  2 11:49:53 worker4 kernel: [  885.242168] NVRM: GPU 0000:0a:00.0: "
+        "RmInitAdapter failed! (0x24:0x72:1568)",
+        {"pci": "0000:0a:00.0"},
+    ),
+    (
+        "kernel.reset_required",
+        "NVRM: nvAssertOkFailedNoLog: Assertion failed: Reset required [NV_ERR_RESET_REQUIRED] "
+        "(0x00000062) returned from status @ kernel_channel.c:2874",
+        {},
+    ),
+    (
+        "kernel.nvrm_probe_conflict",
+        "[188549.976351] NVRM: The NVIDIA probe routine was not called for 3 device(s).",
+        {"devices": "3"},
+    ),
+    (
+        "kernel.nvlink_link_failed",
+        "Jul 09 10:42:47 pool0-0082 kernel: NVRM: knvlinkDiscoverPostRxDetLinks_GH100: Getting "
+        "peer0's postRxDetLinkMask failed!",
+        {},
+    ),
+    ("dcgm.xid_detected", "Detected XID 145 for GPU 0 Please consult the documentation",
+     {"xid": "145", "gpu": "0"}),
+    (
+        "dcgm.profiling_unrecoverable",
+        "[Profiling] Got error from GetSamples: -37 The third-party Profiling module returned "
+        "an unrecoverable error",
+        {},
+    ),
+    (
+        "fabric_manager.failed",
+        "11月 15 14:15:47 leon-NF5468M6 systemd[1]: nvidia-fabricmanager.service: Control "
+        "process exited, code=exited, status=1/FAILURE",
+        {},
+    ),
+    (
+        "cuda.system_not_ready",
+        'CUDA error at bandwidthTest.cu:256 code=802(cudaErrorSystemNotReady) '
+        '"cudaSetDevice(currentDevice)"',
+        {},
+    ),
+    (
+        "cuda.driver_insufficient",
+        "Failed to allocate device vector A (error code CUDA driver version is insufficient for "
+        "CUDA runtime version)!",
+        {},
+    ),
+    (
+        "nvml.gpu_lost",
+        "Unable to determine the device handle for GPU 0000:02:00.0: GPU is lost. Reboot the "
+        "system to recover this GPU",
+        {"pci": "0000:02:00.0", "reason": "GPU is lost"},
+    ),
+    (
+        "container.driver_error",
+        "stderr: nvidia-container-cli.real: initialization error: driver error: failed to "
+        "process request: unknown",
+        {},
+    ),
+    (
+        "k8s.crash_loop",
+        "gpu-operator-657c5b798d-xgvgc                                0/1     CrashLoopBackOff"
+        "   12 (4m24s ago)   67m",
+        {},
+    ),
+    ("device_plugin.fs_watcher_failed", "2019/10/30 11:16:23 Failed to created FS watcher.", {}),
+    (
+        "exporter.start_failed",
+        'time="2020-07-21T18:49:33Z" level=fatal msg="Error starting nv-hostengine: DCGM '
+        'initialization error"',
+        {"reason": "DCGM initialization error"},
+    ),
+    (
+        "nccl.ib.catastrophic",
+        "container-e275:815:864 [0] transport/net_ib.cu:80 NCCL WARN NET/IB : Got async event : "
+        "local catastrophic error",
+        {},
+    ),
+    (
+        "nccl.ib.completion_truncated",
+        "NET/IBP:Got completion from peer 7.6.13.83<36315> with status",
+        {"peer": "7.6.13.83<36315>"},
+    ),
+    (
+        "vllm.kv_cache_no_memory",
+        "INFO 04-27 10:13:05 llm_engine.py:275] # GPU blocks: 0, # CPU blocks: 256",
+        {},
+    ),
+    (
+        "vllm.preempted_resumed",
+        "INFO 08-21 07:17:09 [scheduler.py:495] Preempted request "
+        "cmpl-e5951453df7d471e8aac25957dbc9096-0 has been resumed!",
+        {"request": "cmpl-e5951453df7d471e8aac25957dbc9096-0"},
+    ),
+    (
+        "vllm.engine_died",
+        "2025-11-02 13:17:04,315 - vllm.v1.engine.core_client - ERROR - Engine core proc "
+        "EngineCore_DP0 died unexpectedly, shutting down client.",
+        {"proc": "EngineCore_DP0"},
+    ),
+    (
+        "slurm.gres_mismatch",
+        "slurmctld: error: Setting node nodegpu1 state to INVAL with reason:gres/gpu count "
+        "reported lower than configured (3 < 4)",
+        {},
+    ),
+    (
+        "slurm.gres_conf_error",
+        "Feb 02 09:52:07 bibigrid-worker slurmd[12912]: slurmd: fatal: can't stat gres.conf "
+        "file /dev/nvidia0: No such file or directory",
+        {},
+    ),
+    ("slurm.node_drained", "compute*     up   infinite      3  drain compute[001-003]",
+     {"state": "drain"}),
+    (
+        "slurm.unexpected_reboot",
+        "Anything Else: Reason=Node unexpectedly rebooted [slurm@2022-07-23T15:31:00]",
+        {},
+    ),
+    (
+        "slurm.spank_error",
+        "Feb 22 17:46:38 ip-10-1-74-228 slurmd[13562]: spank-epilog: error: pyxis: mkdir: "
+        "cannot create directory '/opt/dlami/nvme/tmp/enroot/data': Permission denied",
+        {"plugin": "pyxis"},
+    ),
+    (
+        "nhc.check_failed",
+        "ERROR:  nhc:  Health check failed:  check_hw_ib:  No IB port is ACTIVE (LinkUp 100 "
+        "Gb/sec).",
+        {"check": "check_hw_ib"},
+    ),
+    ("nhc.xid_found", "Found XID errors: 63", {"xid": "63"}),
+    (
+        "ib.ibpanic",
+        "ibpanic: [1323906] main: stat of IB device 'mlx5_8' failed: No such file or directory",
+        {"hca": "mlx5_8"},
+    ),
+    (
+        "ib.link_down_polling",
+        '0x0000000000200005 "               hxa-su2-leaf-r2"      9   34[  ] ==(                '
+        'Down/ Polling)==>             [  ] "" ( )',
+        {},
+    ),
+    (
+        "ib.sm_timeout",
+        "Mar 11 19:32:26 717944 [EC430700] 0x01 -> log_send_error: ERR 5411: DR SMP Send "
+        "completed with error (IB_TIMEOUT) -- dropping",
+        {},
+    ),
+    (
+        "pci.config_space_lost",
+        "1c:00.0 VGA compatible controller: NVIDIA Corporation TU102GL [Quadro RTX 6000/8000] "
+        "(rev ff)",
+        {"pci": "1c:00.0"},
+    ),
+    (
+        "k8s.gang_unschedulable",
+        "  Warning  Unschedulable  18s (x12 over 29s)  volcano  1/1 tasks in gang unschedulable: "
+        "pod group is not ready, 1 Pending, 1 minAvailable; Pending: 1 Unschedulable",
+        {},
+    ),
 ]
 
 

@@ -9,7 +9,9 @@ Counters: SymbolErrorCounter, LinkErrorRecoveryCounter, PortRcvErrors, LocalLink
 PortRcvRemotePhysicalErrors and ExcessiveBufferOverrunErrors are link-quality warnings;
 LinkDownedCounter above 10 is a flapping link (critical; the soperator rule of thumb in DOMAIN
 §3); PortXmitDiscards is info and PortXmitWait is congestion, ignored. Counters run since their
-last reset, so one read shows history, not a rate. Pure: no I/O.
+last reset, so one read shows history, not a rate. Fragments count: `Port N:` blocks without
+their `CA '...'` line, `ibv_devinfo` (`hca_id:`, `port:`, `state: PORT_DOWN (1)`), and
+`ibqueryerrors` summed as `port ALL:`. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -29,13 +31,15 @@ from bot.diagnosis.layers import Layer, Severity
 IBSTAT, PERFQUERY, IBQUERYERRORS = "ibstat", "perfquery", "ibqueryerrors"
 
 _CA = re.compile(r"^CA '(?P<hca>[^']+)'")
-_PORT = re.compile(r"^\s+Port (?P<port>\d+):\s*$")
+_PORT = re.compile(r"^\s*Port (?P<port>\d+):\s*$")
+_DEVINFO_HCA = re.compile(r"^hca_id:\s*(?P<hca>\S+)")
+_DEVINFO_PORT = re.compile(r"^\s+port:\s*(?P<port>\d+)\s*$")
 _KV = re.compile(r"^\s+(?P<key>[A-Za-z][\w ]*?):\s*(?P<value>.*?)\s*$")
 _IBSTATUS = re.compile(r"^Infiniband device '(?P<hca>[^']+)' port (?P<port>\d+) status:")
 _PERF_HEADER = re.compile(r"^# Port (?:extended )?counters: Lid (?P<lid>\d+) port (?P<port>\d+)")
 _PERF_ROW = re.compile(r"^(?P<key>[A-Za-z]\w+):\.+(?P<value>\d+)\s*$")
 _QE_HEADER = re.compile(r'^\s*Errors for (?:0x[0-9a-fA-F]+ )?"(?P<desc>[^"]*)"')
-_QE_PORT = re.compile(r"^\s*GUID (?P<guid>0x[0-9a-fA-F]+) port (?P<port>\d+):(?P<rest>.*)$")
+_QE_PORT = re.compile(r"^\s*GUID (?P<guid>0x[0-9a-fA-F]+) port (?P<port>\d+|ALL):(?P<rest>.*)$")
 _QE_COUNTER = re.compile(r"\[(?P<key>\w+) == (?P<value>\d+)")
 
 _LINK_WARNINGS = (
@@ -47,6 +51,7 @@ _LINK_WARNINGS = (
     "ExcessiveBufferOverrunErrors",
 )
 FLAP_THRESHOLD = 10
+_ANY_PORT = re.compile(r"^\s*(?:Port \d+:|port:\s*\d+)\s*$|^Infiniband device '", re.MULTILINE)
 
 
 @dataclass
@@ -63,13 +68,18 @@ class _Port:
 
 def parse_ports(src: SourceText) -> Parsed | None:
     """`ibstat` or `ibstatus` output."""
+    markers = ("Port ", "port:", "Infiniband device")
+    if not any(m in src.text for m in markers) or not _ANY_PORT.search(src.text):
+        return None
     ports: list[_Port] = []
     hca = ""
     for i, line in enumerate(src.lines):
         ca, port, status = _CA.match(line), _PORT.match(line), _IBSTATUS.match(line)
+        ca = ca or _DEVINFO_HCA.match(line)
+        port = port or _DEVINFO_PORT.match(line)
         if ca:
             hca = ca["hca"]
-        elif port and hca:
+        elif port:  # a `Port N:` block pasted without its CA line names no HCA
             ports.append(_Port(hca, port["port"], i))
         elif status:
             hca = ""
@@ -87,9 +97,10 @@ def parse_ports(src: SourceText) -> Parsed | None:
 def _set(port: _Port, key: str, value: str, i: int) -> None:
     # ibstatus prints `state: 4: ACTIVE`, `phys state: 5: LinkUp`, `rate: 400 Gb/sec (4X NDR)`.
     value = re.sub(r"^\d+:\s*", "", value)
+    value = re.sub(r"\s*\(\d+\)$", "", re.sub(r"^(?:PORT|LINK)_", "", value))  # ibv_devinfo
     if key == "state":
         port.state, port.state_line = value.title(), i
-    elif key in ("physical state", "phys state"):
+    elif key in ("physical state", "phys state", "phys_state"):
         port.physical = value
     elif key == "rate":
         number = re.match(r"[\d.]+", value)
@@ -99,11 +110,11 @@ def _set(port: _Port, key: str, value: str, i: int) -> None:
 
 
 def _judge(src: SourceText, port: _Port, ports: list[_Port]) -> list[EvidenceFinding]:
-    target = Target(hca=port.hca, port=port.port)
+    target = Target(hca=port.hca or None, port=port.port)
     peers = [p for p in ports if p is not port and p.layer == port.layer]
     up = [p for p in peers if _is_up(p)]
     lines = tuple(src.cite(i) for i in (port.line, port.state_line) if i >= 0)
-    where = f"{port.hca} port {port.port}"
+    where = f"{port.hca} port {port.port}" if port.hca else f"port {port.port}"
     if port.physical.lower() == "disabled":
         return [EvidenceFinding(IBSTAT, "ib.port_disabled", Layer.FABRIC, Severity.INFO,
                                 f"{where} is disabled (unused port)", target, lines)]
@@ -122,7 +133,8 @@ def _judge(src: SourceText, port: _Port, ports: list[_Port]) -> list[EvidenceFin
 
 
 def _is_up(port: _Port) -> bool:
-    return port.state.lower() == "active" and port.physical.lower().startswith("linkup")
+    physical = port.physical.lower().replace("_", "")
+    return port.state.lower() == "active" and (not physical or physical.startswith("linkup"))
 
 
 def parse_perfquery(src: SourceText) -> Parsed | None:

@@ -4,12 +4,15 @@
 Allocatable below capacity means the device plugin marked GPUs unhealthy (DOMAIN §7): the
 finding is `kubernetes` and says to look for the XID behind it. `Ready` not True is critical;
 a pressure condition or NetworkUnavailable True is a warning; a cordon or taints are context
-(info). Pure: no I/O (yaml only parses a string).
+(info). Fragments count too: a `status:` (or bare `allocatable:`/`capacity:`) YAML block without
+`kind: Node`, at any indentation, and a `Capacity:`/`Allocatable:` block without `Name:`.
+Pure: no I/O (yaml only parses a string).
 """
 
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -19,17 +22,19 @@ from bot.diagnosis.evidence.model import EvidenceFinding, Parsed, SourceText, Ta
 from bot.diagnosis.layers import Layer, Severity
 
 GET_YAML, DESCRIBE = "kubectl get node -o yaml", "kubectl describe node"
+DESCRIBE_POD = "kubectl describe pod"
 GPU_RESOURCE = "nvidia.com/gpu"
 _PROBLEM_WHEN_TRUE = ("MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable")
 _DESCRIBE_NAME = re.compile(r"^Name:\s+(?P<name>\S+)")
 _SECTION = re.compile(r"^(?P<section>[A-Z][A-Za-z ]*):\s*(?P<rest>.*)$")
 _RESOURCE = re.compile(r"^\s+(?P<key>[\w./-]+):\s+(?P<value>\S+)\s*$")
 _CONDITION = re.compile(r"^\s+(?P<type>[A-Z]\w+)\s+(?P<status>True|False|Unknown)\b")
+_RESOURCE_KEYS = re.compile(r"^\s*(?:allocatable|capacity):\s*$", re.MULTILINE)
 
 
 def parse_yaml(src: SourceText) -> Parsed | None:
     if "kind: Node" not in src.text and "kind: List" not in src.text:
-        return None
+        return _parse_fragment(src)
     try:
         documents = list(yaml.safe_load_all(src.text))
     except yaml.YAMLError:
@@ -41,6 +46,24 @@ def parse_yaml(src: SourceText) -> Parsed | None:
     for node in nodes:
         findings += _judge_yaml(src, node)
     return Parsed(GET_YAML, tuple(findings))
+
+
+def _parse_fragment(src: SourceText) -> Parsed | None:
+    """A node's `status:` block (or its allocatable/capacity maps) pasted on its own."""
+    if "allocatable:" not in src.text and "capacity:" not in src.text:
+        return None
+    if not _RESOURCE_KEYS.search(src.text):
+        return None
+    try:
+        doc = yaml.safe_load(textwrap.dedent(src.text))
+    except yaml.YAMLError:
+        return None
+    if not isinstance(doc, dict):
+        return None
+    status = doc.get("status", doc)
+    if not isinstance(status, dict) or not {"allocatable", "capacity"} & set(status):
+        return None
+    return Parsed(GET_YAML, tuple(_judge_yaml(src, {"status": status})))
 
 
 def _nodes(doc: Any) -> Iterator[Mapping[str, Any]]:
@@ -94,9 +117,11 @@ def _judge_yaml(src: SourceText, node: Mapping[str, Any]) -> list[EvidenceFindin
 
 def parse_describe(src: SourceText) -> Parsed | None:
     name_line = next((i for i, ln in enumerate(src.lines) if _DESCRIBE_NAME.match(ln)), None)
-    if name_line is None or not any(ln.startswith("Conditions:") for ln in src.lines):
+    whole = name_line is not None and any(ln.startswith("Conditions:") for ln in src.lines)
+    blocks = {ln.strip() for ln in src.lines} >= {"Capacity:", "Allocatable:"}
+    if not whole and not blocks:
         return None
-    name = _DESCRIBE_NAME.match(src.lines[name_line])
+    name = _DESCRIBE_NAME.match(src.lines[name_line]) if name_line is not None else None
     target = Target(node=name["name"] if name else None)
     found: list[EvidenceFinding] = []
     section = ""
@@ -124,6 +149,26 @@ def parse_describe(src: SourceText) -> Parsed | None:
         at = [cap[1], alloc[1]]
         found.append(_unhealthy(DESCRIBE, src, target, int(alloc[0]), int(cap[0]), at))
     return Parsed(DESCRIBE, tuple(found))
+
+
+_POD_PENDING = re.compile(r"^Status:\s+Pending\s*$")
+_POD_UNPLACED = re.compile(r"^Node:\s+<none>\s*$")
+
+
+def parse_describe_pod(src: SourceText) -> Parsed | None:
+    """`kubectl describe pod` of a pod the scheduler has not placed (Pending, Node <none>)."""
+    if "<none>" not in src.text or "Pending" not in src.text:
+        return None
+    pending = next((i for i, ln in enumerate(src.lines) if _POD_PENDING.match(ln)), None)
+    unplaced = next((i for i, ln in enumerate(src.lines) if _POD_UNPLACED.match(ln)), None)
+    if pending is None or unplaced is None:
+        return None
+    summary = ("pod Pending and not placed on any node: the scheduler cannot place it "
+               "(resources, gang or quota)")
+    lines = tuple(src.cite(i) for i in sorted({unplaced, pending}))
+    finding = EvidenceFinding(DESCRIBE_POD, "k8s.pod_unscheduled", Layer.KUBERNETES,
+                              Severity.WARNING, summary, Target(), lines)
+    return Parsed(DESCRIBE_POD, (finding,))
 
 
 def _unhealthy(

@@ -6,7 +6,10 @@ The text is a tree indented by 4 spaces: a `GPU 00000000:18:00.0` header per GPU
 without a colon (`ECC Errors`, `Volatile`) and `Key : Value` leaves. Older drivers say `Clocks
 Throttle Reasons` and `Single Bit`/`Double Bit`; newer ones `Clocks Event Reasons` and `SRAM`/
 `DRAM`; both are read. GPUs are numbered in the order printed (nvidia-smi sorts by PCI bus id,
-which is also the default CUDA/NVML order). Pure: no I/O.
+which is also the default CUDA/NVML order). A pasted section without its `GPU 0000:..` header
+(`Remapped Rows`, `Clocks Event Reasons`, `ECC Errors` ...) is read as one unnamed GPU: the
+sections are recognised by content, and prompts, blank lines and indentation do not matter.
+Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -29,13 +32,21 @@ _GPU_HEADER = re.compile(r"^GPU (?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa
 _LEAF = re.compile(r"^(?P<indent>\s*)(?P<key>[^:]+?)\s+:\s?(?P<value>.*)$")
 _NUMBER = re.compile(r"^-?\d+")
 _THROTTLE_SECTIONS = ("Clocks Event Reasons", "Clocks Throttle Reasons")
+_ANY_GPU_HEADER = re.compile(_GPU_HEADER.pattern, re.MULTILINE)
+_SECTION_NAMES = ("Remapped Rows", "Clocks Event Reasons", "Clocks Throttle Reasons", "ECC Errors",
+                  "Retired Pages", "GPU Reset Status")
+_FRAGMENT_SECTIONS = re.compile(
+    r"^\s*(?:Remapped Rows|Clocks Event Reasons|Clocks Throttle Reasons|ECC Errors|Retired Pages"
+    r"|GPU Reset Status)\s*$",
+    re.MULTILINE,
+)
 
 
 @dataclass
 class _Gpu:
-    header: int
-    pci: str
-    index: int
+    header: int | None  # None: a pasted section without its `GPU 0000:..` header
+    pci: str | None
+    index: int | None
     #: "Section/Sub/Key" -> (value, 0-based line index)
     fields: dict[str, tuple[str, int]] = field(default_factory=dict)
 
@@ -66,6 +77,10 @@ def parse(src: SourceText) -> Parsed | None:
 
 
 def _gpus(src: SourceText) -> Iterator[_Gpu]:
+    if not _ANY_GPU_HEADER.search(src.text):
+        if any(name in src.text for name in _SECTION_NAMES) and _FRAGMENT_SECTIONS.search(src.text):
+            yield _fragment(src)
+        return
     gpu: _Gpu | None = None
     stack: list[tuple[int, str]] = []
     count = 0
@@ -97,9 +112,30 @@ def _gpus(src: SourceText) -> Iterator[_Gpu]:
         yield gpu
 
 
+def _fragment(src: SourceText) -> _Gpu:
+    """Sections pasted without their GPU header: one unnamed GPU; a line at the left margin
+    (a prompt, a note) closes the open sections instead of the GPU."""
+    gpu = _Gpu(header=None, pci=None, index=None)
+    stack: list[tuple[int, str]] = []
+    for i, line in enumerate(src.lines):
+        if not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip(" \t"))
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        leaf = _LEAF.match(line)
+        if leaf is None:
+            stack.append((indent, line.strip()))
+            continue
+        path = "/".join([name for _, name in stack] + [leaf["key"].strip()])
+        gpu.fields.setdefault(path, (leaf["value"].strip(), i))
+    return gpu
+
+
 def _target(gpu: _Gpu) -> Target:
     uuid = gpu.get("GPU UUID")
-    return Target(gpu_index=str(gpu.index), pci=gpu.pci, uuid=uuid[0] if uuid else None)
+    index = None if gpu.index is None else str(gpu.index)
+    return Target(gpu_index=index, pci=gpu.pci, uuid=uuid[0] if uuid else None)
 
 
 def _count(value: str) -> int | None:
@@ -118,7 +154,8 @@ def _finding(
     summary: str,
     at: list[int],
 ) -> EvidenceFinding:
-    lines = tuple(src.cite(i) for i in sorted(set([gpu.header, *at])))
+    header = [] if gpu.header is None else [gpu.header]
+    lines = tuple(src.cite(i) for i in sorted(set([*header, *at])))
     return EvidenceFinding(FORMAT, code, layer, severity, summary, target, lines)
 
 
