@@ -35,9 +35,16 @@ class UnknownSignal(IntegrationError, KeyError):
 
 
 class ClusterError(IntegrationError):
-    """A Kubernetes call failed."""
+    """A cluster call (Kubernetes, Slurm) failed."""
 
     retryable = True
+
+
+class ReadUnsupported(ClusterError):
+    """The backend has no way to serve this read (Slurm keeps no kernel log): an unavailable
+    input with the reason, never retried."""
+
+    retryable = False
 
 
 class NodeNotFound(ClusterError):

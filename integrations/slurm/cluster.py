@@ -31,7 +31,13 @@ from integrations.cluster import (
     PodInfo,
     RemediationPause,
 )
-from integrations.errors import ClusterError, JobNotFound, NodeNotFound, PodNotFound
+from integrations.errors import (
+    ClusterError,
+    JobNotFound,
+    NodeNotFound,
+    PodNotFound,
+    ReadUnsupported,
+)
 from integrations.names import (
     check_annotation_value,
     check_job_name,
@@ -159,10 +165,13 @@ class SlurmCluster:
         )
 
     def node_logs(self, node: str, *, tail_lines: int = 500) -> str:
-        """Slurm serves no kernel log: "" (the runbook reads XIDs from telemetry instead)."""
-        self._read_node(check_node_name(node))
-        logger.info("kernel log of %s unavailable on Slurm (no node agent log reader)", node)
-        return ""
+        """Slurm serves no kernel log: ReadUnsupported, which a run records as an unavailable
+        input (the kernel layer is not ruled out; the runbook falls back to the XID gauge)."""
+        self._read_node(check_node_name(node))  # an unknown node is still NodeNotFound
+        raise ReadUnsupported(
+            f"Slurm serves no kernel log for {node} (slurmctld and slurmrestd have no log "
+            "reader; read dmesg on the node)"
+        )
 
     def remediation_pauses(self, node: NodeInfo) -> list[RemediationPause]:
         """Slurm has no pause objects; another remediator's hold is its drain (coexistence)."""

@@ -18,8 +18,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from bot.engine.steps.cluster_gaps import unavailable_read
 from integrations.cluster import Outcome
-from integrations.errors import ClusterForbidden, InvalidName, NodeNotFound
+from integrations.errors import ClusterForbidden, InvalidName, NodeNotFound, ReadUnsupported
 from integrations.slurm import Scontrol, SlurmCluster
 from integrations.slurm.cluster import TaintUnsupported
 from integrations.slurm.records import DRAINED_BY, JOB_GPUS, JOB_REQUEUE, JOB_USER, PARTITION
@@ -199,6 +200,20 @@ def translate_and_raise(slurm: SlurmServers) -> None:
         env=leaked, capture_output=True, text=True, timeout=30, check=False,
     )  # fmt: skip
     raise translate("scontrol update", done.stderr, node=NODE, job="")
+
+
+def test_the_kernel_log_is_an_unsupported_read_that_a_run_records_as_unavailable(
+    cluster: SlurmCluster,
+) -> None:
+    with pytest.raises(ReadUnsupported) as exc:
+        cluster.node_logs(NODE)
+    assert "Slurm serves no kernel log" in str(exc.value)
+    gap = unavailable_read("node_logs", exc.value)
+    assert gap["unavailable"] == "cluster" and gap["missing"] is True
+    assert "kernel log unavailable: Slurm serves no kernel log" in gap["error"]
+    assert "kubelet" not in gap["error"] and "XID gauge" in gap["error"]
+    with pytest.raises(NodeNotFound):
+        cluster.node_logs("gpu-node-99")
 
 
 HOSTILE = ["gpu-node-01/../x", 'a"b', "x" * 300, "gpu-node-01 state=resume", "", "Gpu-Node-01"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from integrations.errors import ClusterError, ClusterForbidden
+from integrations.errors import ClusterError, ClusterForbidden, ReadUnsupported
 
 #: What each cluster read is called in a verdict.
 READ_NAMES = {
@@ -36,6 +36,8 @@ def unavailable_read(read: str, exc: ClusterError) -> dict[str, Any]:
     why = str(exc)
     if isinstance(exc, ClusterForbidden):
         why = f"the bot's identity may not {exc.verb} {exc.resource} (RBAC)"
+    elif isinstance(exc, ReadUnsupported):
+        pass  # the backend says why in its own words
     elif read == "node_logs":
         why = f"the kubelet's node-log query is disabled or unreachable (NodeLogQuery): {why}"
     fallback = _FALLBACKS.get(read)
