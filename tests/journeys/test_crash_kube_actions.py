@@ -365,7 +365,9 @@ def test_approve_killed_during_a_refused_eviction_is_finished_by_a_second_approv
 def test_approve_killed_after_the_decision_before_any_write(tmp_path: Path, world: World) -> None:
     with crash_stack(tmp_path, world, "before-writes") as crash:
         triage_to_approval(crash)
-        held = crash.kube.stall("GET", f"/api/v1/nodes/{NODE}")
+        # after the claim, before any write: the act-time NodeHealthCheck read (the node's own
+        # GET now comes first, in the safety guard's observation before the claim)
+        held = crash.kube.stall("GET", "/apis/remediation.medik8s.io/v1alpha1/nodehealthchecks")
         kill_approve_at(crash, held)
         release(crash, held, status=None)
         crashed = database_state(crash)
