@@ -3,9 +3,8 @@
 # and says what it did. Run by `make test` (README.md) and so by `.ci/run`.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+export PATH="$PATH:/usr/local/go/bin"   # the machine's Go, for the kube-apiserver build
 "$here/debian-packages.sh"
-for step in kubectl kube-apiserver slurm; do
-  if [ -x "$here/$step.sh" ]; then
-    "$here/$step.sh"
-  fi
-done
+"$here/kubectl.sh"
+"$here/kube-apiserver.sh" >/dev/null   # prints the binary's path; its progress goes to stderr
+"$here/slurm.sh"

@@ -13,6 +13,7 @@ packages=(
   postgresql                 # initdb / pg_ctl under /usr/lib/postgresql/*/bin
   chromium                   # headless page tests
   etcd-server                # the test control plane's store
+  openssl                    # its certificates
   slurmctld slurmd slurmrestd slurm-client munge slurm-wlm-jwt-plugin
 )
 missing=()

@@ -4,10 +4,6 @@
 # The packages' postinst "start" is refused by policy-rc.d in containers; nothing is started
 # here: the tests start their own throw-away cluster on 127.0.0.1 (tests/servers/slurm.py).
 set -euo pipefail
-if [ "$(id -u)" -ne 0 ]; then
-  echo "tools/setup/slurm.sh: run as root (apt-get install)" >&2
-  exit 1
-fi
 export DEBIAN_FRONTEND=noninteractive
 packages=(slurmctld slurmd slurmrestd slurm-client munge slurm-wlm-jwt-plugin)
 missing=()
@@ -17,6 +13,10 @@ done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "tools/setup/slurm.sh: ${packages[*]} already installed"
   exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "tools/setup/slurm.sh: missing ${missing[*]}; run as root: apt-get install -y ${missing[*]}" >&2
+  exit 1
 fi
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}"
