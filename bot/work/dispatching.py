@@ -88,7 +88,7 @@ class TriageWorkers:
             if inputs is None:
                 continue  # a storm its runbook cannot take: noted by submit_run
             run_id = uuid.uuid4().hex
-            item = self.rt.engine.record_work(
+            item = self.rt.engine.work.record_work(
                 session,
                 kind="triage",
                 key=f"triage:{run_id}",
@@ -138,9 +138,9 @@ class TriageWorkers:
     def take_over(self) -> int:
         """Give up on work whose workers kept dying, then queue every claimable work row not
         queued here already (new, due, or left by a dead worker). Returns how many."""
-        self.rt.engine.give_up_exhausted()
+        self.rt.engine.work.give_up_exhausted()
         queued = 0
-        for work_id in self.rt.engine.due_work(limit=self.queue_limit):
+        for work_id in self.rt.engine.work.due_work(limit=self.queue_limit):
             if self._queue_work(work_id, incident_id=None):
                 queued += 1
         return queued
@@ -168,7 +168,7 @@ class TriageWorkers:
         with self._lock:
             self._closed = True
         self._pool.shutdown(wait=True, cancel_futures=True)
-        leases = self.rt.engine.leases
+        leases = self.rt.engine.work.leases
         with session_scope(self.rt.db) as session:
             work_store.release(session, owner=leases.owner)
 
@@ -191,7 +191,7 @@ class TriageWorkers:
             if incident_id is not None and self.hooks is not None:
                 watcher = self.hooks.incident_opened(incident_id)
             try:
-                outcome = self.rt.engine.perform(
+                outcome = self.rt.engine.work.perform(
                     work_id, on_step=watcher.on_step if watcher else None
                 )
             except (OncallError, IntegrationError, StorageError):
