@@ -123,9 +123,30 @@ class WorkQueue:
         """Claim one work row and do it; None when another worker holds it or it is done."""
         with session_scope(self.db) as session:
             item = self._claim(session, work_id)
+            moved_on = item is not None and self._moved_on(session, item)
         if item is None:
             return None
+        if moved_on:  # its run went past triage before the worker died: nothing left to do
+            logger.info("triage work %s ends: its run has moved on", item.key)
+            self._finish_work(item, error=None)
+            return None
         return self.perform_claimed(item, on_step)
+
+    @staticmethod
+    def _moved_on(session: Any, item: WorkItem) -> bool:
+        """Whether triage work's run went past its triage: it asked for approval, waits for a
+        timer, was resumed or ended (its status is no longer `running`, or it has other work).
+        The worker that triaged it died before marking the row done; driving the run again
+        would race the resumption that now owns it (issue 24: a completed run re-run)."""
+        if item.kind != "triage":
+            return False
+        run = run_store.get_run(session, item.run_id)
+        if run is None:
+            return False
+        if run.status != "running":
+            return True
+        others = work_store.list_work(session, incident_id=item.incident_id)
+        return any(w.run_id == item.run_id and w.id != item.id for w in others)
 
     def perform_claimed(
         self,

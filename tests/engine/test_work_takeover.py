@@ -39,7 +39,7 @@ from storage import incidents as incident_store
 from storage import runs as run_store
 from storage import work as work_store
 from storage.db import session_scope
-from storage.tables import ActionRow, TimelineEvent
+from storage.tables import ActionRow, TimelineEvent, WorkItem
 
 NODE = "gpu-node-03"
 TERMS = LeaseTerms(lease=timedelta(seconds=60), heartbeat=timedelta(seconds=600), max_attempts=3)
@@ -145,6 +145,33 @@ def test_a_triage_nobody_finished_is_started_by_the_next_worker(rt: Runtime) -> 
     assert notes and "worker-b" in notes[0] and "attempt 2 of 3" in notes[0]
     assert state_of(rt, incident_id) == "awaiting_approval"
     assert b.work.perform(work_id) is None  # done: nobody does it again
+
+
+def test_a_triage_left_unfinished_after_its_run_moved_on_is_not_run_again(rt: Runtime) -> None:
+    """Issue 24: worker-a triaged to the approval and died before marking its triage done; the
+    run was approved and completed since. Taking the triage over must not drive the run again."""
+    assert rt.fleet is not None
+    incident_id = fire(rt)
+    work_id = triage_work(rt, incident_id)
+    started = rt.engine.start(
+        rt.catalog.get("ecc-storm"),
+        inputs={"node": NODE},
+        incident_id=incident_id,
+        requester="alertmanager",
+        run_id="a" * 32,
+    )
+    assert started.status == "awaiting_approval"
+    done = replica(rt).resume(started.run_id, decision="approve", actor="cli:bob")
+    assert done.status == "completed"
+    state, recorded = state_of(rt, incident_id), len(events(rt, incident_id))
+    assert replica(rt).work.perform(work_id) is None
+    assert (state_of(rt, incident_id), len(events(rt, incident_id))) == (state, recorded)
+    assert rt.fleet.cordon_calls[NODE] == 1
+    with session_scope(rt.db) as session:
+        row = session.get(WorkItem, work_id)
+        (run,) = run_store.list_runs_for_incident(session, incident_id)
+    assert row is not None and row.state == "done"
+    assert run.status == "completed"
 
 
 def test_a_run_killed_after_a_super_step_continues_from_its_checkpoint(rt: Runtime) -> None:
