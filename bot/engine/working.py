@@ -70,6 +70,9 @@ class WorkQueue:
     ) -> None:
         self.db, self.deps, self.catalog, self.leases = db, deps, catalog, leases
         self.driver = driver
+        self.on_due: Callable[[list[int]], None] | None = None
+        """Told the ids of parked rows that finished work made due (the serve-time pool
+        queues them); without it they wait for the next `due_work` sweep."""
 
     def _claim(self, session: Any, work_id: int) -> WorkItem | None:
         """Claim a row for this worker under a fresh lease; None when another holds it."""
@@ -221,9 +224,10 @@ class WorkQueue:
 
     def _finish_work(self, item: WorkItem, *, error: str | None) -> None:
         assert item.id is not None
+        released: list[int] = []
         try:
             with session_scope(self.db) as session:
-                work_store.finish_work(
+                finished = work_store.finish_work(
                     session,
                     work_id=item.id,
                     owner=self.leases.owner,
@@ -231,8 +235,19 @@ class WorkQueue:
                     failed=error is not None,
                     error=error,
                 )
+                if finished and item.kind == "triage":
+                    released = self._unpark(session, item.incident_id)
         except StorageError:
             logger.warning("work %s not marked finished; its lease will expire", item.key)
+        self._released(released)
+
+    def _unpark(self, session: Any, incident_id: int) -> list[int]:
+        """A storm's next run (bot/engine/storm_runs.py) becomes due when its triage ends."""
+        return work_store.unpark(session, incident_id=incident_id, at=self.deps.clock.now())
+
+    def _released(self, work_ids: list[int]) -> None:
+        if work_ids and self.on_due is not None:
+            self.on_due(work_ids)
 
     def give_up_exhausted(self) -> list[int]:
         """End the work whose workers kept dying (`max_attempts` claims): its run and incident
@@ -255,6 +270,7 @@ class WorkQueue:
                     session, work_id=row.id, at=self.leases.now(), error=reason
                 ):
                     continue
+                released = self._unpark(session, row.incident_id) if row.kind == "triage" else []
                 run = run_store.get_run(session, row.run_id)
                 if run is not None and run.status not in FINISHED:
                     run_store.update_run(
@@ -264,6 +280,7 @@ class WorkQueue:
                         finished_at=self.deps.clock.now(),
                         error=reason,
                     )
+            self._released(released)
             self.fail_incident(row.incident_id, reason, run_id=row.run_id)
             failed.append(row.incident_id)
         return failed

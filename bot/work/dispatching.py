@@ -23,6 +23,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol
 
 from bot.engine.running import RunOutcome
+from bot.engine.storm_runs import join_storm_run
 from bot.errors import OncallError
 from bot.incidents import lifecycle
 from bot.incidents.timeline import BOT, EventKind
@@ -67,6 +68,7 @@ class TriageWorkers:
     ) -> None:
         self.rt, self.counters, self.queue_limit = rt, counters, queue_limit
         rt.engine.follow_timers = False  # in serve, verifications wait as durable timers
+        rt.engine.work.on_due = self._queue_due
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="triage")
         self._lock = threading.Lock()
         self._waiting = 0
@@ -81,6 +83,9 @@ class TriageWorkers:
         process dies before it starts. Returns how many were recorded."""
         recorded = 0
         for r in received:
+            if r.extends_run:
+                recorded += self._join_storm(session, r)
+                continue
             if not r.start_run or r.incident_id is None or r.runbook is None:
                 continue
             loaded = self.rt.catalog.get(r.runbook)
@@ -102,6 +107,26 @@ class TriageWorkers:
                 recorded += 1
         return recorded
 
+    def _join_storm(self, session: Any, r: Received) -> int:
+        """Members joining a storm go into its next run; 1 when that is a new row due now."""
+        if r.incident_id is None or r.runbook is None:
+            return 0
+        loaded = self.rt.catalog.get(r.runbook)
+        item = join_storm_run(
+            self.rt.engine.work,
+            session,
+            incident_id=r.incident_id,
+            runbook=loaded.name,
+            runbook_inputs=list(loaded.runbook.inputs),
+            members=r.members,
+            at=self.rt.clock.now(),
+        )
+        if item is None or item.id is None:
+            return 0
+        with self._lock:
+            self._recorded[r.incident_id] = item.id
+        return 1
+
     def submit_run(self, received: Received) -> bool:
         """Hand the recorded triage of a newly opened incident to a worker (recording it now
         if the caller did not). False when every worker is busy: it waits in the database."""
@@ -109,6 +134,8 @@ class TriageWorkers:
         incident_id = received.incident_id
         with self._lock:
             work_id = self._recorded.pop(incident_id, None)
+        if work_id is None and received.extends_run:
+            return False  # the members joined a run that is waiting already
         if work_id is None:
             with session_scope(self.rt.db) as session:
                 self.record_triage(session, [received])
@@ -173,6 +200,11 @@ class TriageWorkers:
             work_store.release(session, owner=leases.owner)
 
     # -- internals ---------------------------------------------------------------------------
+    def _queue_due(self, work_ids: list[int]) -> None:
+        """Rows that finished work made due (a storm's next run): queue them now."""
+        for work_id in work_ids:
+            self._queue_work(work_id, incident_id=None)
+
     def _queue_work(self, work_id: int, *, incident_id: int | None) -> bool:
         with self._lock:
             if work_id in self._queued:
