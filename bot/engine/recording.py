@@ -143,7 +143,7 @@ class Recorder:
         self, incident_id: int, run_id: str, loaded: LoadedRunbook, target: str, requester: str
     ) -> None:
         nodes = target.split(",")
-        where, payload = target, {"runbook": loaded.name, "target": target}
+        where, payload = target, dict[str, Any](runbook=loaded.name, target=target)
         if len(nodes) > 1:  # a storm's run: how many members it triages, not all their names
             where = f"{len(nodes)} nodes ({nodes[0]} … {nodes[-1]})"
             payload = {"runbook": loaded.name, "nodes": len(nodes)}
