@@ -29,6 +29,7 @@ from sqlalchemy.engine import Engine
 
 from bot.actions.policy import Policy, Risk, check_approver
 from bot.clock import FakeClock
+from bot.engine import executors
 from bot.engine.catalog import RunbookCatalog
 from bot.engine.compiling import build_graph
 from bot.engine.inputs import resolve_inputs
@@ -91,6 +92,7 @@ class RunEngine:
         waits, makes a kill safe) or leaves each as a durable `timer` work row that the
         scheduler resumes when due (`serve`: no thread ever waits for a verification)."""
         self._compiled: dict[str, Any] = {}
+        executors.share()  # one thread pool for every run's steps, not one per stream
 
     def _app(self, loaded: LoadedRunbook) -> Any:
         if loaded.name not in self._compiled:
