@@ -19,6 +19,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from sqlalchemy.engine import make_url
 
+from storage.checkpointer_savers import ConcurrentSqliteSaver, pooled_postgres_saver
 from storage.db import parse_url, redact, sqlite_path
 from storage.errors import (
     BackendNotInstalledError,
@@ -57,16 +58,16 @@ def make_checkpointer(url: str) -> Iterator[BaseCheckpointSaver[Any]]:
 def _sqlite_saver(path: Path) -> Iterator[SqliteSaver]:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        # The graph runs sync nodes on a thread pool; SqliteSaver serialises access with a lock.
-        conn = sqlite3.connect(str(path), check_same_thread=False)
+        # The graph runs sync nodes on a thread pool and runs execute at once: one connection
+        # per thread, no process-wide lock (storage/checkpointer_savers.py).
+        saver = ConcurrentSqliteSaver(path)
+        saver.setup()
     except (OSError, sqlite3.Error) as err:
         raise DatabaseUnavailableError(f"cannot open the checkpoint file {path}: {err}") from err
     try:
-        saver = SqliteSaver(conn)
-        saver.setup()
         yield saver
     finally:
-        conn.close()
+        saver.close()
 
 
 #: Arbitrary constant: the advisory-lock key that serialises checkpointer set-up across replicas.
@@ -105,6 +106,6 @@ def _postgres_saver(url: str, *, pool_size: int = 10) -> Iterator[BaseCheckpoint
             f"cannot reach the checkpoint database {redact(url)}: {err}"
         ) from err
     try:
-        yield module.PostgresSaver(pool)
+        yield pooled_postgres_saver(pool)
     finally:
         pool.close()

@@ -53,6 +53,8 @@ class IncidentFigureColumns:
     severity: str
     stamps: Mapping[str, datetime | None]
     gpu_hours: float | None = None  # `gpu_hours_lost`, known once resolved
+    state: str = ""
+    kind: str = ""  # `check`: a diagnosis that found nothing (counted by state only)
 
 
 def add_counts(session: Session, counts: Counts) -> None:
@@ -147,8 +149,12 @@ def clear_counts(session: Session) -> None:
     session.connection().execute(delete(_BUCKETS))
 
 
-def has_counts(session: Session) -> bool:
-    return bool(session.connection().execute(select(exists().select_from(_BUCKETS))).scalar())
+def has_counts(session: Session, *, figure: str | None = None) -> bool:
+    """Whether any bucket row exists (of `figure`, when given)."""
+    query = exists().select_from(_BUCKETS)
+    if figure is not None:
+        query = query.where(_BUCKETS.c.figure == figure)
+    return bool(session.connection().execute(select(query)).scalar())
 
 
 def has_incidents(session: Session) -> bool:
@@ -159,8 +165,7 @@ def has_incidents(session: Session) -> bool:
 def _columns_query() -> Any:
     c = _INCIDENTS.c
     stamps = (c[name] for name in STAMP_COLUMNS)
-    columns = select(c.id, c.runbook, c.layer, c.severity, c.gpu_hours_lost, *stamps)
-    return columns.where(c.kind != CHECK)  # a check (nothing found) has no MTTR figures
+    return select(c.id, c.runbook, c.layer, c.severity, c.gpu_hours_lost, c.state, c.kind, *stamps)
 
 
 def _rows(session: Session, statement: Any) -> Iterator[IncidentFigureColumns]:
@@ -172,4 +177,6 @@ def _rows(session: Session, statement: Any) -> Iterator[IncidentFigureColumns]:
             severity=row.severity,
             stamps={name: getattr(row, name) for name in STAMP_COLUMNS},
             gpu_hours=row.gpu_hours_lost,
+            state=row.state,
+            kind=row.kind,
         )

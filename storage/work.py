@@ -16,7 +16,7 @@ finishing is given up (`give_up_exhausted`) so nothing stays running forever.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import or_, update
@@ -28,6 +28,9 @@ from storage.tables import WorkItem
 
 PENDING, DONE, FAILED = "pending", "done", "failed"
 KINDS = frozenset({"triage", "resume", "timer"})
+PARKED = datetime(9999, 1, 1, tzinfo=UTC)
+"""`due_at` of work that waits for another row of its incident to finish (a storm's next run
+waits for the run in flight): never claimable until `unpark` makes it due."""
 
 
 def add_work(
@@ -204,3 +207,49 @@ def open_resumption(session: Session, *, incident_id: int) -> WorkItem | None:
         WorkItem.incident_id == incident_id, WorkItem.state == PENDING, WorkItem.kind == "resume"
     )
     return session.exec(statement.order_by(col(WorkItem.id))).first()
+
+
+def open_triage(session: Session, *, incident_id: int) -> list[WorkItem]:
+    """An incident's pending triage rows (claimed or not, parked or due), oldest first."""
+    statement = select(WorkItem).where(
+        WorkItem.incident_id == incident_id, WorkItem.state == PENDING, WorkItem.kind == "triage"
+    )
+    return list(session.exec(statement.order_by(col(WorkItem.id))))
+
+
+def last_triage(session: Session, *, incident_id: int) -> WorkItem | None:
+    """The incident's most recently recorded triage row, in any state."""
+    statement = select(WorkItem).where(
+        WorkItem.incident_id == incident_id, WorkItem.kind == "triage"
+    )
+    return session.exec(statement.order_by(col(WorkItem.id).desc()).limit(1)).first()
+
+
+def replace_unclaimed_payload(
+    session: Session, *, work_id: int, payload: Mapping[str, Any]
+) -> bool:
+    """Give a pending row nobody has claimed yet a new payload (its worker reads the payload
+    when it claims the row). False when it was claimed or finished meanwhile."""
+    statement = (
+        update(WorkItem)
+        .where(
+            col(WorkItem.id) == work_id,
+            col(WorkItem.state) == PENDING,
+            col(WorkItem.owner).is_(None),
+        )
+        .values(payload=dict(payload))
+    )
+    return int(session.exec(statement).rowcount) == 1
+
+
+def unpark(session: Session, *, incident_id: int, at: datetime) -> list[int]:
+    """Make an incident's parked rows due at `at`; returns their ids."""
+    parked = select(WorkItem.id).where(
+        WorkItem.incident_id == incident_id,
+        WorkItem.state == PENDING,
+        WorkItem.due_at == PARKED,
+    )
+    ids = [work_id for work_id in session.exec(parked) if work_id is not None]
+    if ids:
+        session.exec(update(WorkItem).where(col(WorkItem.id).in_(ids)).values(due_at=at))
+    return ids

@@ -19,6 +19,10 @@ from bot.engine.schema import CorrelateSpec, Runbook, Step, StepKind
 from bot.engine.templates import MessageTemplate, TemplateRenderError, compile_template
 from bot.errors import RunbookError
 
+YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's safe loader when PyYAML was built with it (~10x faster than the pure-Python one,
+the same documents accepted), else the pure-Python one."""
+
 #: Names every expression and template may use besides inputs and step ids.
 BUILTIN_NAMES = frozenset({"target", "run_id", "runbook"})
 
@@ -76,7 +80,7 @@ def load_runbook_file(
     """Read one runbook file. Raises RunbookError naming file, step and field."""
     file = str(path)
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml.load(path.read_text(), Loader=YAML_LOADER)  # noqa: S506 (a safe loader)
     except OSError as exc:
         raise RunbookError(f"cannot read: {exc.strerror}", file=file) from exc
     except yaml.YAMLError as exc:

@@ -143,13 +143,18 @@ class Recorder:
     def run_started(
         self, incident_id: int, run_id: str, loaded: LoadedRunbook, target: str, requester: str
     ) -> None:
+        nodes = target.split(",")
+        where, payload = target, dict[str, Any](runbook=loaded.name, target=target)
+        if len(nodes) > 1:  # a storm's run: how many members it triages, not all their names
+            where = f"{len(nodes)} nodes ({nodes[0]} … {nodes[-1]})"
+            payload = {"runbook": loaded.name, "nodes": len(nodes)}
         self._event(
             incident_id,
             EventKind.RUN_STARTED,
-            f"Runbook {loaded.name} started on {target}",
+            f"Runbook {loaded.name} started on {where}",
             run_id=run_id,
             actor=requester,
-            payload={"runbook": loaded.name, "target": target},
+            payload=payload,
         )
         self._move(incident_id, IncidentState.TRIAGING)
 

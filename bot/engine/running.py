@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -30,16 +29,19 @@ from sqlalchemy.engine import Engine
 
 from bot.actions.policy import Policy, Risk, check_approver
 from bot.clock import FakeClock
+from bot.engine import executors
 from bot.engine.catalog import RunbookCatalog
 from bot.engine.compiling import build_graph
 from bot.engine.inputs import resolve_inputs
 from bot.engine.leases import LeaseKeeper
 from bot.engine.loading import LoadedRunbook
+from bot.engine.outcomes import FINISHED, StepCallback
+from bot.engine.outcomes import RunOutcome as RunOutcome  # re-exported: callers import it here
 from bot.engine.policies import policy_for
 from bot.engine.recording import Recorder, StepDone, recording
 from bot.engine.snapshotting import snapshot_verdicts
 from bot.engine.state import Deps, RunState
-from bot.engine.working import FINISHED, DurableWork, StepCallback
+from bot.engine.working import WorkQueue
 from bot.errors import NotFound, RunStateError, StepError, UserInputError
 from bot.incidents import lifecycle
 from bot.incidents.timeline import EventKind
@@ -62,24 +64,7 @@ again from its beginning instead of from its last finished super-step."""
 
 
 
-@dataclass(frozen=True)
-class RunOutcome:
-    run_id: str
-    incident: str
-    runbook: str
-    status: str  # completed | awaiting_approval | waiting (a timer) | rejected | failed
-    steps: dict[str, Any] = field(default_factory=dict)
-    approval: dict[str, Any] | None = None
-
-    @property
-    def verdict(self) -> dict[str, Any]:
-        for output in self.steps.values():
-            if output.get("kind") == "localize":
-                return dict(output)
-        return {}
-
-
-class RunEngine(DurableWork):
+class RunEngine:
     """Runs runbooks against the injected Deps, persisting into the database and checkpointer."""
 
     def __init__(
@@ -93,7 +78,10 @@ class RunEngine(DurableWork):
         inline_timers: bool | None = None,
     ) -> None:
         self.deps, self.db, self.checkpointer, self.catalog = deps, db, checkpointer, catalog
-        self.leases = leases or LeaseKeeper(db)
+        self.work = WorkQueue(
+            db=db, deps=deps, catalog=catalog, leases=leases or LeaseKeeper(db), driver=self
+        )
+        """The durable work rows this engine's runs are claimed and performed as."""
         self.inline_timers = (
             isinstance(deps.clock, FakeClock) if inline_timers is None else inline_timers
         )
@@ -104,6 +92,7 @@ class RunEngine(DurableWork):
         waits, makes a kill safe) or leaves each as a durable `timer` work row that the
         scheduler resumes when due (`serve`: no thread ever waits for a verification)."""
         self._compiled: dict[str, Any] = {}
+        executors.share()  # one thread pool for every run's steps, not one per stream
 
     def _app(self, loaded: LoadedRunbook) -> Any:
         if loaded.name not in self._compiled:
@@ -164,7 +153,7 @@ class RunEngine(DurableWork):
             if target_name and loaded.runbook.inputs[target_name].type == "node":
                 self._check_node_exists(target)
         except (UserInputError, NotFound) as exc:
-            self.fail_incident(
+            self.work.fail_incident(
                 incident_id, f"Run of '{loaded.name}' could not start: {exc}", only_if_idle=True
             )
             raise
@@ -175,7 +164,7 @@ class RunEngine(DurableWork):
             return self._drive(loaded, run_id, incident_id, state, on_step)
         run_id = uuid.uuid4().hex
         with recording(self.db, self.deps.clock) as recorder:  # the work and the run, at once
-            item = self.record_work(
+            item = self.work.record_work(
                 recorder.session,
                 kind="triage",
                 key=f"triage:{run_id}",
@@ -186,7 +175,7 @@ class RunEngine(DurableWork):
             )
             self._create_run(recorder, loaded, resolved, incident_id, requester, run_id)
         state = _initial_state(loaded, run_id, incident_id, resolved | {"requester": requester})
-        return self._perform_claimed(
+        return self.work.perform_claimed(
             item, on_step, run=lambda: self._drive(loaded, run_id, incident_id, state, on_step)
         )
 
@@ -211,6 +200,10 @@ class RunEngine(DurableWork):
             at=self.deps.clock.now(),
         )
         recorder.run_started(incident_id, run_id, loaded, target, requester)
+
+    def _run_exists(self, run_id: str) -> bool:
+        with session_scope(self.db) as session:
+            return run_store.get_run(session, run_id) is not None
 
     def policy_for(self, runbook: str) -> Policy:
         """The approval policy of `runbook`: its YAML `policy:` over the settings' defaults
@@ -257,13 +250,13 @@ class RunEngine(DurableWork):
             pending = approval_store.pending_approval_for(session, run_id=run_id)
             interrupted = None
             if pending is None or pending.id is None:
-                interrupted = self._interrupted_resumption(session, run_id)
+                interrupted = self.work.interrupted_resumption(session, run_id)
                 if interrupted is None:
                     raise RunStateError(
                         f"run {run_id[:8]} is {run.status}: it has no pending approval"
                     )
         if interrupted is not None:
-            return self._perform_claimed(interrupted, on_step)
+            return self.work.perform_claimed(interrupted, on_step)
         assert pending is not None and pending.id is not None
         with session_scope(self.db) as session:
             incident_id = run.incident_id
@@ -291,7 +284,7 @@ class RunEngine(DurableWork):
             except ApprovalNotPendingError as exc:
                 raise RunStateError(str(exc)) from exc
             answer = {"decision": decision, "actor": actor, "at": now.isoformat(), "reason": reason}
-            item = self.record_work(
+            item = self.work.record_work(
                 session,
                 kind="resume",
                 key=f"resume:{run_id}:{pending.id}",
@@ -300,7 +293,7 @@ class RunEngine(DurableWork):
                 payload={"answer": answer},
                 claim=True,
             )
-        return self._perform_claimed(item, on_step)
+        return self.work.perform_claimed(item, on_step)
 
     # -- continue ----------------------------------------------------------------------------
     def continue_run(
@@ -336,7 +329,7 @@ class RunEngine(DurableWork):
             due = min(datetime.fromisoformat(str(i.value["due_at"])) for i in waiting)
             follow = self.inline_timers or self.follow_timers
             if not follow and due > self.deps.clock.now():
-                self._schedule_timer(run_id, incident_id, due)
+                self.work.schedule_timer(run_id, incident_id, due)
                 return self._outcome(loaded, run_id, incident_id, "waiting", steps)
         if waiting:
             command = _resume_command(waiting, answer)
@@ -422,7 +415,7 @@ class RunEngine(DurableWork):
                 return self._finished(loaded, run_id, incident_id, steps)
             due = min(datetime.fromisoformat(str(i.value["due_at"])) for i in interrupts)
             if not (self.inline_timers or self.follow_timers):
-                self._schedule_timer(run_id, incident_id, due)
+                self.work.schedule_timer(run_id, incident_id, due)
                 return self._outcome(loaded, run_id, incident_id, "waiting", steps)
             wait = (due - self.deps.clock.now()).total_seconds()
             if wait > 0:
@@ -495,7 +488,8 @@ class RunEngine(DurableWork):
                 if isinstance(exc, StepError)
                 else f" ({type(exc).__name__}, ref {ref}); see the bot's log"
             )
-            self.fail_incident(incident_id, f"Run of '{loaded.name}' failed{why}", run_id=run_id)
+            reason = f"Run of '{loaded.name}' failed{why}"
+            self.work.fail_incident(incident_id, reason, run_id=run_id)
             raise
         return interrupts
 

@@ -1,10 +1,11 @@
 """Durable work of the run engine: triage runs, decided approvals' resumptions and
 verification timers are rows of storage/work.py, claimed by one worker under a lease.
 
-`DurableWork` is the half of `RunEngine` (bot/engine/running.py) that records, claims and
-performs work rows, notes takeovers from dead workers on the timeline, gives up on work whose
-workers keep dying, and ends an incident `failed` with the reason. A claim is one conditional
-UPDATE in the database, so two processes or replicas never both win it.
+`WorkQueue` records, claims and performs work rows, notes takeovers from dead workers on the
+timeline, gives up on work whose workers keep dying, and ends an incident `failed` with the
+reason. It drives runs through a `RunDriver` (the `RunEngine` of running.py, which holds the
+queue); neither module imports the other. A claim is one conditional UPDATE in the database, so
+two processes or replicas never both win it.
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from sqlalchemy.engine import Engine
 
 from bot.engine.catalog import RunbookCatalog
 from bot.engine.leases import LeaseKeeper
+from bot.engine.loading import LoadedRunbook
+from bot.engine.outcomes import FINISHED, RunOutcome, StepCallback
 from bot.engine.state import Deps
 from bot.errors import RunStateError
 from bot.incidents import lifecycle
@@ -31,43 +34,45 @@ from storage.db import session_scope
 from storage.errors import StorageError
 from storage.tables import WorkItem
 
-if TYPE_CHECKING:
-    from bot.engine.loading import LoadedRunbook
-    from bot.engine.running import RunOutcome
-
 logger = logging.getLogger(__name__)
 
-StepCallback = Callable[[str, Mapping[str, Any]], None]
 
-FINISHED = frozenset({"completed", "failed", "rejected"})
-"""Run statuses after which nothing more happens to a run."""
+class RunDriver(Protocol):
+    """What performs a work row's run: starts it (triage) or drives it on (resume, timer)."""
+
+    def start(
+        self,
+        loaded: LoadedRunbook,
+        *,
+        inputs: Mapping[str, Any],
+        incident_id: int,
+        requester: str,
+        on_step: StepCallback | None = None,
+        run_id: str | None = None,
+    ) -> RunOutcome: ...
+
+    def continue_run(
+        self, run_id: str, *, answer: Any = None, on_step: StepCallback | None = None
+    ) -> RunOutcome: ...
 
 
-class DurableWork:
-    """Records, claims and performs work rows for `RunEngine`, which provides the attributes
-    and the `start` / `continue_run` it drives work with."""
+class WorkQueue:
+    """Records, claims and performs work rows; `driver` runs what a row asks for."""
 
-    db: Engine
-    deps: Deps
-    catalog: RunbookCatalog
-    leases: LeaseKeeper
-
-    if TYPE_CHECKING:
-
-        def start(
-            self,
-            loaded: LoadedRunbook,
-            *,
-            inputs: Mapping[str, Any],
-            incident_id: int,
-            requester: str,
-            on_step: StepCallback | None = None,
-            run_id: str | None = None,
-        ) -> RunOutcome: ...
-
-        def continue_run(
-            self, run_id: str, *, answer: Any = None, on_step: StepCallback | None = None
-        ) -> RunOutcome: ...
+    def __init__(
+        self,
+        *,
+        db: Engine,
+        deps: Deps,
+        catalog: RunbookCatalog,
+        leases: LeaseKeeper,
+        driver: RunDriver,
+    ) -> None:
+        self.db, self.deps, self.catalog, self.leases = db, deps, catalog, leases
+        self.driver = driver
+        self.on_due: Callable[[list[int]], None] | None = None
+        """Told the ids of parked rows that finished work made due (the serve-time pool
+        queues them); without it they wait for the next `due_work` sweep."""
 
     def _claim(self, session: Any, work_id: int) -> WorkItem | None:
         """Claim a row for this worker under a fresh lease; None when another holds it."""
@@ -121,11 +126,32 @@ class DurableWork:
         """Claim one work row and do it; None when another worker holds it or it is done."""
         with session_scope(self.db) as session:
             item = self._claim(session, work_id)
+            moved_on = item is not None and self._moved_on(session, item)
         if item is None:
             return None
-        return self._perform_claimed(item, on_step)
+        if moved_on:  # its run went past triage before the worker died: nothing left to do
+            logger.info("triage work %s ends: its run has moved on", item.key)
+            self._finish_work(item, error=None)
+            return None
+        return self.perform_claimed(item, on_step)
 
-    def _perform_claimed(
+    @staticmethod
+    def _moved_on(session: Any, item: WorkItem) -> bool:
+        """Whether triage work's run went past its triage: it asked for approval, waits for a
+        timer, was resumed or ended (its status is no longer `running`, or it has other work).
+        The worker that triaged it died before marking the row done; driving the run again
+        would race the resumption that now owns it (issue 24: a completed run re-run)."""
+        if item.kind != "triage":
+            return False
+        run = run_store.get_run(session, item.run_id)
+        if run is None:
+            return False
+        if run.status != "running":
+            return True
+        others = work_store.list_work(session, incident_id=item.incident_id)
+        return any(w.run_id == item.run_id and w.id != item.id for w in others)
+
+    def perform_claimed(
         self,
         item: WorkItem,
         on_step: StepCallback | None,
@@ -153,7 +179,7 @@ class DurableWork:
             loaded = self.catalog.get(str(payload["runbook"]))
             inputs = dict(payload.get("inputs", {}))
             requester = str(payload.get("requester", "alertmanager"))
-            return self.start(
+            return self.driver.start(
                 loaded,
                 inputs=inputs,
                 incident_id=item.incident_id,
@@ -161,11 +187,7 @@ class DurableWork:
                 on_step=on_step,
                 run_id=item.run_id,
             )
-        return self.continue_run(item.run_id, answer=payload.get("answer"), on_step=on_step)
-
-    def _run_exists(self, run_id: str) -> bool:
-        with session_scope(self.db) as session:
-            return run_store.get_run(session, run_id) is not None
+        return self.driver.continue_run(item.run_id, answer=payload.get("answer"), on_step=on_step)
 
     def _taken_over(self, item: WorkItem) -> None:
         """Note the takeover on the timeline; a `running` action of the run belongs to the dead
@@ -202,9 +224,10 @@ class DurableWork:
 
     def _finish_work(self, item: WorkItem, *, error: str | None) -> None:
         assert item.id is not None
+        released: list[int] = []
         try:
             with session_scope(self.db) as session:
-                work_store.finish_work(
+                finished = work_store.finish_work(
                     session,
                     work_id=item.id,
                     owner=self.leases.owner,
@@ -212,8 +235,19 @@ class DurableWork:
                     failed=error is not None,
                     error=error,
                 )
+                if finished and item.kind == "triage":
+                    released = self._unpark(session, item.incident_id)
         except StorageError:
             logger.warning("work %s not marked finished; its lease will expire", item.key)
+        self._released(released)
+
+    def _unpark(self, session: Any, incident_id: int) -> list[int]:
+        """A storm's next run (bot/engine/storm_runs.py) becomes due when its triage ends."""
+        return work_store.unpark(session, incident_id=incident_id, at=self.deps.clock.now())
+
+    def _released(self, work_ids: list[int]) -> None:
+        if work_ids and self.on_due is not None:
+            self.on_due(work_ids)
 
     def give_up_exhausted(self) -> list[int]:
         """End the work whose workers kept dying (`max_attempts` claims): its run and incident
@@ -236,6 +270,7 @@ class DurableWork:
                     session, work_id=row.id, at=self.leases.now(), error=reason
                 ):
                     continue
+                released = self._unpark(session, row.incident_id) if row.kind == "triage" else []
                 run = run_store.get_run(session, row.run_id)
                 if run is not None and run.status not in FINISHED:
                     run_store.update_run(
@@ -245,6 +280,7 @@ class DurableWork:
                         finished_at=self.deps.clock.now(),
                         error=reason,
                     )
+            self._released(released)
             self.fail_incident(row.incident_id, reason, run_id=row.run_id)
             failed.append(row.incident_id)
         return failed
@@ -284,7 +320,7 @@ class DurableWork:
             )
         return True
 
-    def _interrupted_resumption(self, session: Any, run_id: str) -> WorkItem | None:
+    def interrupted_resumption(self, session: Any, run_id: str) -> WorkItem | None:
         """A decided approval whose resumption was cut short (its worker died): claim it if
         its lease expired; RunStateError naming the worker if one is still at it."""
         for item in work_store.open_work_for_run(session, run_id):
@@ -300,7 +336,7 @@ class DurableWork:
             )
         return None
 
-    def _schedule_timer(self, run_id: str, incident_id: int, due: datetime) -> None:
+    def schedule_timer(self, run_id: str, incident_id: int, due: datetime) -> None:
         """The durable timer: a `timer` work row due at `due` that resumes the run."""
         with session_scope(self.db) as session:
             self.record_work(

@@ -49,12 +49,15 @@ BOUNDS: dict[str, tuple[float, ...]] = {
     d.name: BOT_BUCKETS if d.name == "time_to_diagnosis" else HUMAN_BUCKETS for d in DEFINITIONS
 } | {LOST_GPU_SECONDS: LOST_GPU_BUCKETS}
 """Each figure's bucket bounds (mttr.DEFINITIONS names, in seconds; GPU time in GPU-seconds)."""
+STATES = "incidents_by_state"
+"""The pseudo-figure whose rows count incidents per state (key: (STATES, state, "", "", 0)),
+maintained like the histograms so `/metrics` never scans the incidents (issue 21)."""
 UNDIAGNOSED = "undiagnosed"
 """The layer label of an incident no verdict has localized yet."""
 
 _MICRO = timedelta(microseconds=1)
 _BOUND_MICROS = {name: [round(b * 1_000_000) for b in bounds] for name, bounds in BOUNDS.items()}
-_TRACKED = ("runbook", "layer", "severity", "kind", "gpu_hours_lost", *STAMP_COLUMNS)
+_TRACKED = ("runbook", "layer", "severity", "kind", "state", "gpu_hours_lost", *STAMP_COLUMNS)
 
 
 def contributions(
@@ -129,12 +132,13 @@ def rebuild(session: Session) -> None:
 
 
 def ensure_built(session: Session) -> bool:
-    """Rebuild when the table is empty but incidents exist (right after the migration that
-    created it). Returns whether it rebuilt. Safe when several replicas start together."""
-    if store.has_counts(session) or not store.has_incidents(session):
+    """Rebuild when the table has no state rows but incidents exist (right after the migration
+    that created it, or on a database written before state counts were kept). Returns whether it
+    rebuilt. Safe when several replicas start together."""
+    if store.has_counts(session, figure=STATES) or not store.has_incidents(session):
         return False
     store.lock_for_rebuild(session)
-    if store.has_counts(session):  # another replica rebuilt while we waited for the lock
+    if store.has_counts(session, figure=STATES):  # another replica rebuilt meanwhile
         return False
     rebuild(session)
     return True
@@ -143,13 +147,26 @@ def ensure_built(session: Session) -> bool:
 def _of(columns: store.IncidentFigureColumns | None) -> dict[BucketKey, tuple[int, int]]:
     if columns is None:
         return {}
-    return contributions(
+    counted: dict[BucketKey, tuple[int, int]] = {(STATES, columns.state, "", "", 0): (1, 0)}
+    if columns.kind == store.CHECK:  # a check (nothing found) has no MTTR figures
+        return counted
+    return counted | contributions(
         runbook=columns.runbook,
         layer=columns.layer,
         severity=columns.severity,
         stamps=columns.stamps,
         gpu_hours=columns.gpu_hours,
     )
+
+
+def state_counts(counts: Counts) -> dict[str, int]:
+    """Incidents per state from the maintained rows (states with none are absent)."""
+    return {key[1]: n for key, (n, _) in counts.items() if key[0] == STATES and n}
+
+
+def without_states(counts: Counts) -> dict[BucketKey, tuple[int, int]]:
+    """The histogram rows only."""
+    return {key: value for key, value in counts.items() if key[0] != STATES}
 
 
 _TOUCHED = "gpu_oncall.figures.touched"

@@ -35,7 +35,9 @@ class Received:
     """What happened to one alert of a webhook.
 
     `start_run` is set on at most one alert per new incident. For a storm's parent incident,
-    `members` lists every target of the storm and `target_kind` is `storm`.
+    `members` lists every target of the storm and `target_kind` is `storm`. `extends_run` is set
+    on the first alert of a batch that joins a storm opened earlier: its `members` (the batch's
+    targets) go into the storm's next run (bot/engine/storm_runs.py).
     """
 
     fingerprint: str
@@ -46,6 +48,7 @@ class Received:
     target: str | None = None
     target_input: str | None = None
     start_run: bool = False
+    extends_run: bool = False
     unroutable: str | None = None
     target_kind: str | None = None
     members: tuple[str, ...] = ()
@@ -88,6 +91,7 @@ def group_firing(
         assert parent.incident.id is not None
         for position, item in enumerate(batch):
             starts = parent.opened and position == 0
+            joins = not parent.opened and position == 0
             results[item.index] = Received(
                 item.alert.identity,
                 item.alert.status,
@@ -97,8 +101,9 @@ def group_firing(
                 target=key.target,
                 target_input="nodes",
                 start_run=starts,
+                extends_run=joins,
                 target_kind=parent.incident.target_kind,
-                members=parent.members if starts else (item.route.target,),
+                members=parent.members if starts or joins else (item.route.target,),
             )
     return results
 

@@ -203,7 +203,7 @@ class OncallApp:
         count.add("alerts_deduplicated_total", sum(r.duplicate for r in received))
         count.add("alerts_unroutable_total", sum(r.unroutable is not None for r in received))
         count.add("alert_storms_total", sum(r.target_kind == "storm" for r in received))
-        runs = [r for r in received if r.start_run]
+        runs = [r for r in received if r.start_run or r.extends_run]
         queued = [f"INC-{r.incident_id}" for r in runs if self.workers.submit_run(r)]
         for r in received:
             if r.resolved_incident and r.incident_id is not None:

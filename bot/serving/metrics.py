@@ -26,7 +26,6 @@ from bot.incidents.mttr import DEFINITIONS, TimestampOrderError
 from bot.incidents.states import IncidentState
 from bot.incidents.views import IncidentView
 from bot.intake.counters import COUNTERS, IntakeCounters
-from storage import incidents as incident_store
 from storage.db import session_scope
 from storage.figures import Counts
 
@@ -125,12 +124,12 @@ def render_metrics(
 
 
 def scrape(db: Engine, counters: IntakeCounters) -> str:
-    """What `GET /metrics` serves: two small queries (incidents by state, the maintained
-    buckets), whatever the number of incidents."""
+    """What `GET /metrics` serves: one read of the maintained rows (incidents by state and the
+    histogram buckets), whatever the number of incidents."""
     with session_scope(db) as session:
-        by_state = incident_store.count_by_state(session)
-        histograms = counted_histograms(figures.read_counts(session))
-    return render_metrics(counters, by_state=by_state, histograms=histograms)
+        counts = figures.read_counts(session)
+    by_state = figures.state_counts(counts)
+    return render_metrics(counters, by_state=by_state, histograms=counted_histograms(counts))
 
 
 def _empty_histograms() -> dict[str, Histogram]:
@@ -157,7 +156,9 @@ def counted_histograms(counts: Counts) -> list[Histogram]:
     """One histogram per published figure (mttr.DEFINITIONS), from the maintained buckets
     (`figures.read_counts`): what `/metrics` serves."""
     histograms = _empty_histograms()
-    for (figure, runbook, layer, severity, index), (n, micros) in counts.items():
+    for (figure, runbook, layer, severity, index), (n, micros) in figures.without_states(
+        counts
+    ).items():
         histograms[figure].add((runbook, layer, severity), index, observations=n, micros=micros)
     return list(histograms.values())
 

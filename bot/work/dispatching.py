@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from bot.actions.silences import expire_incident_silences
 from bot.engine.running import RunOutcome
+from bot.engine.storm_runs import join_storm_run
 from bot.errors import OncallError
 from bot.incidents import lifecycle
 from bot.incidents.timeline import BOT, EventKind
@@ -66,6 +67,7 @@ class TriageWorkers:
     ) -> None:
         self.rt, self.counters, self.queue_limit = rt, counters, queue_limit
         rt.engine.follow_timers = False  # in serve, verifications wait as durable timers
+        rt.engine.work.on_due = self._queue_due
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="triage")
         self._lock = threading.Lock()
         self._waiting = 0
@@ -80,6 +82,9 @@ class TriageWorkers:
         process dies before it starts. Returns how many were recorded."""
         recorded = 0
         for r in received:
+            if r.extends_run:
+                recorded += self._join_storm(session, r)
+                continue
             if not r.start_run or r.incident_id is None or r.runbook is None:
                 continue
             loaded = self.rt.catalog.get(r.runbook)
@@ -87,7 +92,7 @@ class TriageWorkers:
             if inputs is None:
                 continue  # a storm its runbook cannot take: noted by submit_run
             run_id = uuid.uuid4().hex
-            item = self.rt.engine.record_work(
+            item = self.rt.engine.work.record_work(
                 session,
                 kind="triage",
                 key=f"triage:{run_id}",
@@ -101,6 +106,26 @@ class TriageWorkers:
                 recorded += 1
         return recorded
 
+    def _join_storm(self, session: Any, r: Received) -> int:
+        """Members joining a storm go into its next run; 1 when that is a new row due now."""
+        if r.incident_id is None or r.runbook is None:
+            return 0
+        loaded = self.rt.catalog.get(r.runbook)
+        item = join_storm_run(
+            self.rt.engine.work,
+            session,
+            incident_id=r.incident_id,
+            runbook=loaded.name,
+            runbook_inputs=list(loaded.runbook.inputs),
+            members=r.members,
+            at=self.rt.clock.now(),
+        )
+        if item is None or item.id is None:
+            return 0
+        with self._lock:
+            self._recorded[r.incident_id] = item.id
+        return 1
+
     def submit_run(self, received: Received) -> bool:
         """Hand the recorded triage of a newly opened incident to a worker (recording it now
         if the caller did not). False when every worker is busy: it waits in the database."""
@@ -108,6 +133,8 @@ class TriageWorkers:
         incident_id = received.incident_id
         with self._lock:
             work_id = self._recorded.pop(incident_id, None)
+        if work_id is None and received.extends_run:
+            return False  # the members joined a run that is waiting already
         if work_id is None:
             with session_scope(self.rt.db) as session:
                 self.record_triage(session, [received])
@@ -137,9 +164,9 @@ class TriageWorkers:
     def take_over(self) -> int:
         """Give up on work whose workers kept dying, then queue every claimable work row not
         queued here already (new, due, or left by a dead worker). Returns how many."""
-        self.rt.engine.give_up_exhausted()
+        self.rt.engine.work.give_up_exhausted()
         queued = 0
-        for work_id in self.rt.engine.due_work(limit=self.queue_limit):
+        for work_id in self.rt.engine.work.due_work(limit=self.queue_limit):
             if self._queue_work(work_id, incident_id=None):
                 queued += 1
         return queued
@@ -167,11 +194,16 @@ class TriageWorkers:
         with self._lock:
             self._closed = True
         self._pool.shutdown(wait=True, cancel_futures=True)
-        leases = self.rt.engine.leases
+        leases = self.rt.engine.work.leases
         with session_scope(self.rt.db) as session:
             work_store.release(session, owner=leases.owner)
 
     # -- internals ---------------------------------------------------------------------------
+    def _queue_due(self, work_ids: list[int]) -> None:
+        """Rows that finished work made due (a storm's next run): queue them now."""
+        for work_id in work_ids:
+            self._queue_work(work_id, incident_id=None)
+
     def _queue_work(self, work_id: int, *, incident_id: int | None) -> bool:
         with self._lock:
             if work_id in self._queued:
@@ -190,7 +222,7 @@ class TriageWorkers:
             if incident_id is not None and self.hooks is not None:
                 watcher = self.hooks.incident_opened(incident_id)
             try:
-                outcome = self.rt.engine.perform(
+                outcome = self.rt.engine.work.perform(
                     work_id, on_step=watcher.on_step if watcher else None
                 )
             except (OncallError, IntegrationError, StorageError):

@@ -69,12 +69,12 @@ def test_shutdown_hands_held_work_back_for_the_next_worker(rt: Runtime) -> None:
         held = work_store.claim_work(
             session,
             work_id=row.id,
-            owner=rt.engine.leases.owner,
-            at=rt.engine.leases.now(),
-            lease=rt.engine.leases.terms.lease,
+            owner=rt.engine.work.leases.owner,
+            at=rt.engine.work.leases.now(),
+            lease=rt.engine.work.leases.terms.lease,
         )
         assert held is not None
     workers.shutdown()
     with session_scope(rt.db) as session:
-        claimable = work_store.list_claimable(session, at=rt.engine.leases.now())
+        claimable = work_store.list_claimable(session, at=rt.engine.work.leases.now())
         assert [(r.id, r.owner, r.attempts) for r in claimable] == [(row.id, None, 0)]

@@ -39,7 +39,7 @@ from storage import incidents as incident_store
 from storage import runs as run_store
 from storage import work as work_store
 from storage.db import session_scope
-from storage.tables import ActionRow, TimelineEvent
+from storage.tables import ActionRow, TimelineEvent, WorkItem
 
 NODE = "gpu-node-03"
 TERMS = LeaseTerms(lease=timedelta(seconds=60), heartbeat=timedelta(seconds=600), max_attempts=3)
@@ -53,7 +53,7 @@ class Killed(BaseException):
 def rt(settings: Settings, scenario_dir: Path) -> Iterator[Runtime]:
     scenario = scenario_dir / "ecc-dbe-storm.yaml"
     with open_runtime(settings, scenario_path=scenario, fresh=True) as runtime:
-        runtime.engine.leases = LeaseKeeper(runtime.db, owner="worker-a", terms=TERMS)
+        runtime.engine.work.leases = LeaseKeeper(runtime.db, owner="worker-a", terms=TERMS)
         yield runtime
 
 
@@ -86,7 +86,7 @@ def fire(rt: Runtime) -> int:
 def triage_work(rt: Runtime, incident_id: int, *, run_id: str = "a" * 32) -> int:
     """The triage row the webhook records, claimed by worker-a (which then dies)."""
     with session_scope(rt.db) as session:
-        item = rt.engine.record_work(
+        item = rt.engine.work.record_work(
             session,
             kind="triage",
             key=f"triage:{run_id}",
@@ -135,16 +135,43 @@ def approved_then_killed(rt: Runtime) -> RunOutcome:
 def test_a_triage_nobody_finished_is_started_by_the_next_worker(rt: Runtime) -> None:
     incident_id = fire(rt)
     work_id = triage_work(rt, incident_id)
-    assert replica(rt, later=timedelta(seconds=1)).due_work() == []  # worker-a's lease runs
+    assert replica(rt, later=timedelta(seconds=1)).work.due_work() == []  # worker-a's lease runs
     b = replica(rt)
-    assert b.due_work() == [work_id]
-    outcome = b.perform(work_id)
+    assert b.work.due_work() == [work_id]
+    outcome = b.work.perform(work_id)
     assert outcome is not None and outcome.status == "awaiting_approval"
     assert outcome.verdict["culprits"] == [NODE]
     notes = [e.summary for e in events(rt, incident_id) if "taken over" in e.summary]
     assert notes and "worker-b" in notes[0] and "attempt 2 of 3" in notes[0]
     assert state_of(rt, incident_id) == "awaiting_approval"
-    assert b.perform(work_id) is None  # done: nobody does it again
+    assert b.work.perform(work_id) is None  # done: nobody does it again
+
+
+def test_a_triage_left_unfinished_after_its_run_moved_on_is_not_run_again(rt: Runtime) -> None:
+    """Issue 24: worker-a triaged to the approval and died before marking its triage done; the
+    run was approved and completed since. Taking the triage over must not drive the run again."""
+    assert rt.fleet is not None
+    incident_id = fire(rt)
+    work_id = triage_work(rt, incident_id)
+    started = rt.engine.start(
+        rt.catalog.get("ecc-storm"),
+        inputs={"node": NODE},
+        incident_id=incident_id,
+        requester="alertmanager",
+        run_id="a" * 32,
+    )
+    assert started.status == "awaiting_approval"
+    done = replica(rt).resume(started.run_id, decision="approve", actor="cli:bob")
+    assert done.status == "completed"
+    state, recorded = state_of(rt, incident_id), len(events(rt, incident_id))
+    assert replica(rt).work.perform(work_id) is None
+    assert (state_of(rt, incident_id), len(events(rt, incident_id))) == (state, recorded)
+    assert rt.fleet.cordon_calls[NODE] == 1
+    with session_scope(rt.db) as session:
+        row = session.get(WorkItem, work_id)
+        (run,) = run_store.list_runs_for_incident(session, incident_id)
+    assert row is not None and row.state == "done"
+    assert run.status == "completed"
 
 
 def test_a_run_killed_after_a_super_step_continues_from_its_checkpoint(rt: Runtime) -> None:
@@ -161,7 +188,7 @@ def test_a_run_killed_after_a_super_step_continues_from_its_checkpoint(rt: Runti
         )
     recorded_before = {e.step_id for e in events(rt, incident_id) if e.step_id}
     assert recorded_before  # the first super-step was recorded before the "kill"
-    outcome = replica(rt).perform(work_id)
+    outcome = replica(rt).work.perform(work_id)
     assert outcome is not None and outcome.status == "awaiting_approval"
     with session_scope(rt.db) as session:
         assert len(run_store.list_runs_for_incident(session, incident_id)) == 1
@@ -283,8 +310,8 @@ def test_work_whose_workers_keep_dying_is_given_up_and_its_incident_fails(rt: Ru
             )
             assert claimed is not None and claimed.attempts == attempt
     b = replica(rt, later=TERMS.lease * 3)
-    assert b.give_up_exhausted() == [incident_id]
+    assert b.work.give_up_exhausted() == [incident_id]
     assert state_of(rt, incident_id) == "failed"
     reasons = [e.summary for e in events(rt, incident_id) if e.kind == "step_failed"]
     assert any("started 3 times" in r for r in reasons)
-    assert b.due_work() == []
+    assert b.work.due_work() == []

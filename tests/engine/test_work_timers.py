@@ -77,9 +77,9 @@ def test_a_verification_that_must_wait_leaves_a_timer_and_returns(rt: Runtime) -
     assert outcome.status == "waiting"
     assert "confirm" not in outcome.steps  # the verification has not ended
     assert timers(rt, incident_id) == [("timer", "pending")]
-    assert engine.due_work() == []  # not due before its interval has passed
+    assert engine.work.due_work() == []  # not due before its interval has passed
     rt.clock.advance(INTERVAL)  # type: ignore[attr-defined]
-    assert len(engine.due_work()) == 1
+    assert len(engine.work.due_work()) == 1
 
 
 def test_due_timers_resume_the_run_until_the_verification_passes(rt: Runtime) -> None:
@@ -89,8 +89,8 @@ def test_due_timers_resume_the_run_until_the_verification_passes(rt: Runtime) ->
         if outcome.status != "waiting":
             break
         rt.clock.advance(INTERVAL)  # type: ignore[attr-defined]
-        (due,) = engine.due_work()
-        resumed = engine.perform(due)
+        (due,) = engine.work.due_work()
+        resumed = engine.work.perform(due)
         assert resumed is not None
         outcome = resumed
     assert outcome.status == "completed"
@@ -105,19 +105,19 @@ def test_a_timer_left_by_a_dead_worker_is_taken_over(rt: Runtime) -> None:
     incident_id, outcome = approved(rt, dead)
     assert outcome.status == "waiting"
     rt.clock.advance(INTERVAL * 6)  # type: ignore[attr-defined]
-    (due,) = dead.due_work()
+    (due,) = dead.work.due_work()
     with session_scope(rt.db) as session:  # claimed, then the worker died
         claimed = work_store.claim_work(
             session,
             work_id=due,
             owner="worker-a",
-            at=dead.leases.now(),
+            at=dead.work.leases.now(),
             lease=TERMS.lease,
             due_by=rt.clock.now(),
         )
         assert claimed is not None
     alive = wall_engine(rt, owner="worker-b", later=TERMS.lease)
-    assert alive.due_work() == [due]
-    resumed = alive.perform(due)
+    assert alive.work.due_work() == [due]
+    resumed = alive.work.perform(due)
     assert resumed is not None and resumed.status == "completed"
     assert resumed.steps["confirm"]["status"] == "passed"

@@ -4,14 +4,14 @@ domain become one parent incident, triaged once over all its members.
 Covers: 6 nodes of rack r1 in one webhook (threshold 5) open one parent incident (target
 `GPUPowerBrake@rack=r1`, kind `storm`) holding all 6 alerts, with no per-node incidents, a
 pinned note listing the members, and one run whose `nodes` input names all 6; a later alert for
-another node of the rack joins the parent without a second run; alerts below the threshold in
-another rack open one incident each; alerts that arrive one webhook at a time tip over the
-threshold within the window, and the incidents opened before the storm was recognised are told
-their parent; resolving every member resolves the parent with its MTTR timestamps; alerts that
-no runbook lists under `triggers.storms` keep one incident and one run per node, so no member
-goes untriaged. Bad members: an alert with an invalid or missing `Hostname` never counts toward
-a storm (neither in the same webhook nor from an earlier one), and a storm with such a member
-still triages every valid member in one completed run.
+another node of the rack joins the parent and a second run triages all 7 members; alerts below
+the threshold in another rack open one incident each; alerts that arrive one webhook at a time
+tip over the threshold within the window, and the incidents opened before the storm was
+recognised are told their parent; resolving every member resolves the parent with its MTTR
+timestamps; alerts that no runbook lists under `triggers.storms` keep one incident and one run
+per node, so no member goes untriaged. Bad members: an alert with an invalid or missing
+`Hostname` never counts toward a storm (neither in the same webhook nor from an earlier one),
+and a storm with such a member still triages every valid member in one completed run.
 """
 
 from __future__ import annotations
@@ -112,10 +112,17 @@ def test_storm_in_one_webhook_opens_one_parent_incident_triaged_once(bot: Bot) -
 
     later = bot.post_alerts(webhook([brake(bot, 7)]))
     assert later.json()["incidents"] == ["INC-1"]
-    assert later.json()["triage_queued"] == []
+    assert later.json()["triage_queued"] == ["INC-1"]  # the new member is triaged too
     bot.settle()
     counts = row_counts(bot.rt.db)
-    assert (counts["incidents"], counts["runs"], counts["alerts"]) == (1, 1, 7)
+    assert (counts["incidents"], counts["runs"], counts["alerts"]) == (1, 2, 7)
+    with session_scope(bot.rt.db) as session:
+        first, second = run_store.list_runs_for_incident(session, 1)
+        notes = [e.summary for e in incident_store.list_events(session, 1) if e.kind == "note"]
+    members = [f"gpu-node-{n:02d}" for n in (0, 1, 2, 3, 4, 5, 7)]
+    assert second.inputs["nodes"] == ",".join(members)  # every member, for one correlation
+    assert second.status == "completed"
+    assert any("triages all 7 members" in n for n in notes)
 
 
 def test_alerts_below_the_threshold_open_one_incident_each(bot: Bot) -> None:

@@ -1,0 +1,105 @@
+"""One storm run over all its members: the node-storm runbook with N alerting nodes as its
+`nodes` input, in-process (SimTelemetry over the benchmark fleet, SQLite), to its verdict.
+
+Per size: wall time and process CPU (every thread) from the run's start to its verdict (the
+localize step reported, its records committed) and to its stop at the approval (after the
+verdict: proposals with their impact, whose fleet-wide reads are issue 21's item 3), the
+telemetry queries, and whether the verdict names the faulty node. Issue 21's bar: CPU to the
+verdict from 1,024 to 4,096 members grows at most 4x, and 4,096 members reach a verdict in
+<= 5 s.
+`--profile` prints the top functions by cumulative time of the last run of each size.
+
+    python bench/storm_run.py --sizes 1024 4096 --runs 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import FAULTY, ecc_fleet, node, percentile, run_sizes  # noqa: E402
+
+from bot.config import Settings, StorageSettings  # noqa: E402
+from bot.wiring.runtime import open_runtime  # noqa: E402
+
+
+def measure(nodes: int, args: argparse.Namespace) -> dict[str, Any]:
+    walls, cpus, queries, named = [], [], set(), []
+    verdict_walls: list[float] = []
+    verdict_cpus: list[float] = []
+    members = ",".join(node(i, nodes) for i in range(nodes))
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = Settings(storage=StorageSettings(url=f"sqlite:///{Path(tmp) / 'oncall.db'}"))
+        with open_runtime(settings, scenario=ecc_fleet(nodes), fresh=True) as rt:
+            loaded = rt.catalog.get("node-storm")
+            profile = cProfile.Profile() if args.profile else None
+            for index in range(args.runs + 1):  # the first run warms caches, not counted
+                incident_id, _ = rt.engine.open_incident(
+                    loaded, {"nodes": members}, actor="bench"
+                )
+                last = profile is not None and index == args.runs
+                if last and profile is not None:
+                    profile.enable()
+                wall, cpu = time.perf_counter(), time.process_time()
+                at_verdict: list[float] = []
+
+                def on_step(_step: str, output: Any, marks: list[float] = at_verdict) -> None:
+                    if output.get("kind") == "localize":
+                        marks.extend((time.perf_counter(), time.process_time()))
+
+                outcome = rt.engine.start(
+                    loaded,
+                    inputs={"nodes": members},
+                    incident_id=incident_id,
+                    requester="bench",
+                    on_step=on_step,
+                )
+                verdict_walls.append(at_verdict[0] - wall)
+                verdict_cpus.append(at_verdict[1] - cpu)
+                wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+                if last and profile is not None:
+                    profile.disable()
+                if index == 0:
+                    verdict_walls.pop()
+                    verdict_cpus.pop()
+                    continue
+                walls.append(wall)
+                cpus.append(cpu)
+                queries.add(sum(int(o.get("queries", 0)) for o in outcome.steps.values()))
+                named.append(node(FAULTY, nodes) in outcome.verdict.get("culprits", []))
+            if profile is not None:
+                pstats.Stats(profile).sort_stats(args.sort).print_stats(40)
+    return {
+        "members": nodes,
+        "runs": args.runs,
+        "verdict_wall_p50_s": round(percentile(verdict_walls, 0.5), 3),
+        "verdict_cpu_p50_s": round(percentile(verdict_cpus, 0.5), 3),
+        "wall_p50_s": round(percentile(walls, 0.5), 3),
+        "cpu_p50_s": round(percentile(cpus, 0.5), 3),
+        "queries": sorted(queries),
+        "verdict_names_the_faulty_node": all(named),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1024, 4096])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--sort", default="cumulative", help="pstats order of --profile")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    results = run_sizes(parser.parse_args(), measure)
+    if len(results) > 1 and results[0]["verdict_cpu_p50_s"]:
+        ratio = results[-1]["verdict_cpu_p50_s"] / results[0]["verdict_cpu_p50_s"]
+        print(f"cpu to verdict {results[-1]['members']}/{results[0]['members']}: {ratio:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+"""One thread pool for the steps of every run (issue 21).
+
+LangGraph runs a super-step's sync nodes, and its checkpoint writes, on a thread pool it builds
+for each `stream()` (`langgraph.pregel._executor.BackgroundExecutor`, through langchain-core's
+`get_executor_for_config`): several thread starts per triage, ~15 % of its window. `share()`
+points that lookup at one process-wide pool that is never shut down between runs. Each run
+still waits only for its own tasks (BackgroundExecutor keeps its futures), and a pool thread
+never waits for a task queued after its own (the loop's thread does the waiting), so runs
+sharing the pool cannot deadlock it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from langchain_core.runnables.config import ContextThreadPoolExecutor
+from langgraph.pregel import _executor
+
+logger = logging.getLogger(__name__)
+
+WORKERS = 16
+"""Threads of the shared pool: parallel gather steps of a few concurrent runs."""
+
+_pool: ContextThreadPoolExecutor | None = None
+_lock = threading.Lock()
+
+
+@contextmanager
+def _shared(config: Any) -> Iterator[ContextThreadPoolExecutor]:
+    """`get_executor_for_config` for LangGraph: the shared pool, left running on exit."""
+    global _pool
+    with _lock:
+        if _pool is None:
+            _pool = ContextThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="steps")
+        pool = _pool
+    yield pool
+
+
+def share() -> None:
+    """Make every LangGraph stream of this process use the shared pool (idempotent)."""
+    if getattr(_executor, "get_executor_for_config", None) is None:  # LangGraph moved it
+        logger.warning("LangGraph has no get_executor_for_config: runs keep their own pools")
+        return
+    setattr(_executor, "get_executor_for_config", _shared)  # noqa: B010 (a private module)
