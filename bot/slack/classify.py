@@ -213,7 +213,8 @@ def classify_files(
                 notes.append(note)
         bundle = read_bundle(Path(tmp), max_member_bytes=limits.max_file_bytes)
     if not bundle.texts:
-        raise UserInputError("no readable text in the shared file(s): " + "; ".join(notes))
+        reasons = "; ".join([*notes, *bundle.notes]) or "every file was empty"
+        raise UserInputError(f"no readable text in the shared file(s): {reasons}")
     judged = judge_texts(deps, bundle.texts, [*notes, *bundle.notes])
     ref = record_evidence(
         deps, incident_id, judged, actor=message.user or "slack", files=[f.id for f in files]
