@@ -136,6 +136,9 @@ class OncallApp:
             return Admission(self.settings.server.max_body_bytes, refusal)
         if head.method == "POST" and head.path == self.slack_path and self.slack is not None:
             return Admission(SLACK_BODY_BYTES, _slack_head_refusal(head))
+        if not self._known(head.path):
+            return Admission(0, Refusal(404, f"no route '{head.path}'", (),
+                                        (("routes", self._routes()),)))
         if is_page(head.path):
             refused = self.pages.authorize(head)
             if refused is not None:
@@ -182,10 +185,17 @@ class OncallApp:
         text = scrape(self.rt.db, self.counters)
         return Reply(200, text.encode(), TEXT)
 
+    def _routes(self) -> list[str]:
+        slack = [self.slack_path] if self.slack_path and self.slack else []
+        return sorted(["/alerts", "/healthz", "/readyz", "/metrics", PREFIX, *self.mounts, *slack])
+
+    def _known(self, path: str) -> bool:
+        prefixes = [PREFIX, *self.mounts]
+        return path in self._routes() or any(path.startswith(p + "/") for p in prefixes)
+
     async def _not_found(self, request: StarletteRequest, exc: Exception) -> Response:
-        known = sorted(["/alerts", "/healthz", "/readyz", "/metrics", PREFIX, *self.mounts,
-                        *([self.slack_path] if self.slack_path else [])])
-        return JSONResponse({"error": f"no route '{request.url.path}'", "routes": known}, 404)
+        error = {"error": f"no route '{request.url.path}'", "routes": self._routes()}
+        return JSONResponse(error, 404)
 
 
 class _Pooled:

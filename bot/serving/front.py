@@ -44,6 +44,8 @@ class Refusal:
     status: int
     error: str
     headers: tuple[tuple[str, str], ...] = ()
+    details: tuple[tuple[str, Any], ...] = ()
+    """More fields of the JSON answer (a 404 lists the routes)."""
 
 
 @dataclass(frozen=True)
@@ -173,7 +175,7 @@ def replay(body: bytes, receive: Receive) -> Receive:
 
 async def answer(send: Send, refusal: Refusal) -> None:
     """Send the refusal as JSON and close the connection (the body, if any, stays unread)."""
-    body = json.dumps({"error": refusal.error}).encode()
+    body = json.dumps({"error": refusal.error, **dict(refusal.details)}).encode()
     headers = [
         (b"content-type", JSON),
         (b"content-length", str(len(body)).encode()),
