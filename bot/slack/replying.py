@@ -23,7 +23,7 @@ from bot.intake import commands as grammar
 from bot.slack import answers, classify, humans, messages, safety
 from bot.slack.deps import Reply, SlackDeps
 from bot.slack.failures import guarded
-from bot.slack.kit import Block
+from bot.slack.kit import Block, escape
 from bot.slack.triaging import TriageMessages
 from integrations.errors import NodeNotFound
 from storage import incidents as incident_store
