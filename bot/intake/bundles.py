@@ -133,17 +133,18 @@ class _Reader:
     count: int = 0
 
     def read(self, members: Iterator[tuple[str, Opener | None]]) -> None:
+        notes, limits = self.bundle.notes, self.limits
         for name, opener in members:
-            if self.count >= self.limits.members:
-                self.bundle.notes.append(f"stopped after {self.limits.members} members")
+            if self.count >= limits.members:
+                notes.append(f"stopped after {limits.members} members (MAX_MEMBERS)")
                 return
             self.count += 1
             if opener is None:
-                self.bundle.notes.append(f"{name}: skipped (not a regular file, or unsafe name)")
+                notes.append(f"{name}: skipped (not a regular file, or unsafe name)")
                 continue
             self.add(name, opener)
-            if self.bundle.total >= self.limits.total:
-                self.bundle.notes.append(f"stopped at {self.limits.total} bytes read")
+            if self.bundle.total >= limits.total:
+                notes.append(f"stopped at {limits.total} bytes read (MAX_TOTAL_BYTES)")
                 return
 
     def add(self, name: str, opener: Opener) -> None:
@@ -166,7 +167,7 @@ class _Reader:
             bundle.notes.append(f"{name}: skipped (binary)")
             return
         if len(raw) > room:
-            bundle.notes.append(f"{name}: truncated to its first {room} bytes")
+            bundle.notes.append(f"{name}: truncated to its first {room} bytes (MAX_MEMBER_BYTES)")
             raw = raw[:room]
         bundle.total += len(raw)
         bundle.texts.append((name, raw.decode("utf-8", errors="replace")))
