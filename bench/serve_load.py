@@ -99,8 +99,9 @@ def webhook(index: int, starts: datetime) -> bytes:
 
 
 async def slow_client(port: int, stop: asyncio.Event, cut: Counter[str]) -> None:
-    """Declare a 9.9 MB body, drip it, reconnect when the server answers or closes."""
-    chunk = b" " * 65536
+    """Declare a 9.9 MB body, drip it 16 KiB a second, reconnect a second after the server
+    answers or closes."""
+    chunk = b" " * 16384
     while not stop.is_set():
         method, path = random.choice(ROUTES).split()
         try:
@@ -115,17 +116,18 @@ async def slow_client(port: int, stop: asyncio.Event, cut: Counter[str]) -> None
             sent = 0
             while sent < DECLARED and not stop.is_set():
                 writer.write(chunk)
-                await writer.drain()
+                await asyncio.wait_for(writer.drain(), 5)
                 sent += len(chunk)
                 if reader.at_eof() or len(reader._buffer):  # type: ignore[attr-defined]
                     break  # answered before the body: refused unread
-                await asyncio.sleep(0.1)
+                await asyncio.sleep(1.0)
             status = (await asyncio.wait_for(reader.read(64), 5)).split(b" ", 2)[1:2]
             cut[status[0].decode() if status else "closed"] += 1
         except (OSError, TimeoutError, IndexError):
             cut["closed"] += 1
         finally:
             writer.close()
+        await asyncio.sleep(1.0)
 
 
 async def webhooks(url: str, *, rate: int, seconds: float) -> dict[str, Any]:
@@ -183,7 +185,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         slow = [asyncio.create_task(slow_client(port, stop, cut)) for _ in range(args.slow)]
         hooks = await webhooks(url, rate=args.rate, seconds=args.seconds)
         stop.set()
-        await asyncio.gather(sampler, *slow)
+        await asyncio.wait([sampler, *slow], timeout=15)
         after = [rss_mb(pid)]
         for _ in range(int(args.settle * 2)):
             await asyncio.sleep(0.5)
