@@ -80,7 +80,7 @@ def test_postmortems_of_an_ancient_incident_stay_small(
 
 @settings(max_examples=80, deadline=None)
 @given(
-    start=st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9998, 1, 1)),
+    start=st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9998, 1, 1)),  # noqa: DTZ001
     span=st.timedeltas(min_value=timedelta(seconds=1), max_value=timedelta(days=3_000_000)),
 )
 def test_any_span_has_at_most_the_tick_budget(start: datetime, span: timedelta) -> None:
