@@ -98,9 +98,13 @@ def webhook(index: int, starts: datetime) -> bytes:
     return json.dumps(body).encode()
 
 
+args_pause = 5.0
+"""Seconds a slow client waits before it reconnects (one load-generating process must keep up)."""
+
+
 async def slow_client(port: int, stop: asyncio.Event, cut: Counter[str]) -> None:
-    """Declare a 9.9 MB body, drip it 16 KiB a second, reconnect a second after the server
-    answers or closes."""
+    """Declare a 9.9 MB body, drip it 16 KiB a second, reconnect a few seconds after the
+    server answers or closes."""
     chunk = b" " * 16384
     while not stop.is_set():
         method, path = random.choice(ROUTES).split()
@@ -127,7 +131,7 @@ async def slow_client(port: int, stop: asyncio.Event, cut: Counter[str]) -> None
             cut["closed"] += 1
         finally:
             writer.close()
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(args_pause)
 
 
 async def webhooks(url: str, *, rate: int, seconds: float) -> dict[str, Any]:
@@ -178,6 +182,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         async def sample() -> None:
             while not stop.is_set():
                 samples.append(rss_mb(pid))
+                if len(samples) % 10 == 0:  # progress on stderr every 5 s
+                    print(f"{len(samples) / 2:.0f}s rss={samples[-1]:.0f}MB slow={dict(cut)}",
+                          file=sys.stderr, flush=True)
                 await asyncio.sleep(0.5)
 
         cut: Counter[str] = Counter()
