@@ -184,7 +184,13 @@ class ServerSettings(SettingsGroup):
     database (the timeline says so, `gpu_oncall_triage_runs_total{outcome="deferred"}` counts
     it) and a worker claims it when one is free (the scheduler's takeover tick)."""
     max_body_bytes: int = Field(default=10_000_000, ge=1024)
-    """Largest request body accepted, webhook or Slack (413 above it, before it is read)."""
+    """Largest webhook body accepted on `POST /alerts` (413 above it, before it is read). Other
+    routes have their own limits (docs/limits.md): none on GET, Slack's own on /slack/events."""
+    max_connections: int = Field(default=1000, ge=1)
+    """Connections (and requests in progress) at once; beyond it a request gets 503 at once."""
+    max_bytes_in_flight: int = Field(default=64 * 1024 * 1024, ge=1024 * 1024)
+    """Request body bytes held at once across all requests; a request whose declared length
+    does not fit gets 503 (with Retry-After) before its body is read."""
     expiry_check_seconds: float = Field(default=30.0, gt=0)
     """How often `serve` looks for approvals past their expiry and takes their rejected branch."""
     backlog: int = Field(default=2048, ge=1)

@@ -91,11 +91,23 @@ def list_alerts_for_incident(session: Session, incident_id: int) -> list[Receive
 
 
 def has_firing_alerts(session: Session, incident_id: int) -> bool:
-    """Whether any alert of the incident is still firing (its latest status per fingerprint)."""
+    """Whether any alert of the incident is still firing: its latest status per fingerprint,
+    ordered by the alert's own times (a firing one at its start, a resolved one at its end),
+    the receive time only breaking ties. Replicas' clocks then cannot reorder a resolution
+    and a late redelivery of the firing alert it ended."""
     latest: dict[str, str] = {}
-    for row in sorted(list_alerts_for_incident(session, incident_id), key=lambda a: a.received_at):
+    for row in sorted(list_alerts_for_incident(session, incident_id), key=_own_order):
         latest[row.fingerprint] = row.status
     return any(status == "firing" for status in latest.values())
+
+
+def _own_order(row: ReceivedAlert) -> tuple[datetime, datetime, int]:
+    own = row.ends_at if row.status == "resolved" and row.ends_at is not None else row.starts_at
+    return _utc(own), _utc(row.received_at), row.id or 0
+
+
+def _utc(at: datetime) -> datetime:
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
 def incident_of_fingerprint(session: Session, fingerprint: str) -> int | None:

@@ -17,6 +17,7 @@ from sqlmodel import Session, SQLModel
 from storage import revisions
 from storage import tables as _tables  # noqa: F401  (registers the tables on SQLModel.metadata)
 from storage.engines import BUSY_TIMEOUT_MS as BUSY_TIMEOUT_MS  # re-exported for callers
+from storage.engines import READ_ONLY
 from storage.engines import make_engine as make_engine
 from storage.engines import parse_url as parse_url
 from storage.engines import redact as redact
@@ -59,6 +60,24 @@ def session_scope(engine: Engine) -> Iterator[Session]:
     try:
         yield session
         session.commit()
+    except exc.SQLAlchemyError as err:
+        session.rollback()
+        raise translate(err, engine=engine) from err
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()
+
+
+@contextmanager
+def read_scope(engine: Engine) -> Iterator[Session]:
+    """A session for reading only: on SQLite its transaction never takes the write lock (it
+    begins DEFERRED), so a slow reader holds up no writer. Nothing is committed."""
+    session = Session(engine.execution_options(**{READ_ONLY: True}), expire_on_commit=False)
+    try:
+        yield session
+        session.rollback()
     except exc.SQLAlchemyError as err:
         session.rollback()
         raise translate(err, engine=engine) from err

@@ -115,5 +115,11 @@ def _on_sqlite_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> N
         cursor.close()
 
 
+READ_ONLY = "gpu_oncall_read_only"
+"""Execution option of a read-only engine (`storage.db.read_scope`): its SQLite transactions
+begin DEFERRED, so a read never takes the write lock."""
+
+
 def _on_sqlite_begin(connection: Connection) -> None:
-    connection.exec_driver_sql("BEGIN IMMEDIATE")
+    read_only = connection.get_execution_options().get(READ_ONLY, False)
+    connection.exec_driver_sql("BEGIN DEFERRED" if read_only else "BEGIN IMMEDIATE")

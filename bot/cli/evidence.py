@@ -51,23 +51,24 @@ def classify_log(term: Terminal, *, source: str, as_json: bool) -> int:
         }
         if report is not None:  # a tool output was recognised: its verdict decides
             result["evidence"] = report.to_dict()
-        term.line(json.dumps(result, indent=2))
+        term.plain(json.dumps(result, indent=2))
         return 0
     if report is not None:
         _print_evidence(term, report)
         return 0
-    term.line(f"layer:  {found.layer or 'none (no known signature)'}")
-    term.line(f"signal: {found.signal or '-'}")
-    term.line(f"status: {seen.status}: {seen.summary}")
+    term.plain(f"layer:  {found.layer or 'none (no known signature)'}")
+    term.plain(f"signal: {found.signal or '-'}")
+    term.plain(f"status: {seen.status}: {seen.summary}")
     if found.xids:
-        term.line(f"XIDs:   {', '.join(str(x) for x in found.xids)}")
+        term.plain(f"XIDs:   {', '.join(str(x) for x in found.xids)}")
     for m in found.matches:
-        term.line(f"  {m.line_no:>6}  {m.signature:<34} {m.line[:160]}")
+        term.plain(f"  {m.line_no:>6}  {m.signature:<34} {m.line[:160]}")
     if seen.not_understood:
-        term.line(f"not understood ({len(seen.not_understood)} line(s) shown):")
+        term.plain(f"not understood ({len(seen.not_understood)} line(s) shown):")
     for line in seen.not_understood[:5]:
-        term.line(f"  {line.cite()}  {line.text.strip()[:140]}")
+        term.plain(f"  {line.cite()}  {line.text.strip()[:140]}")
     return 0
+
 
 def triage_bundle(term: Terminal, *, path: str, as_json: bool) -> int:
     """One verdict over a directory, tarball or file of tool outputs and logs."""
@@ -83,37 +84,37 @@ def triage_bundle(term: Terminal, *, path: str, as_json: bool) -> int:
             "files": [name for name, _ in bundle.texts],
             "notes": bundle.notes,
         }
-        term.line(json.dumps(result, indent=2))
+        term.plain(json.dumps(result, indent=2))
         return 0
     _print_evidence(term, report)
-    term.line(f"read:     {len(bundle.texts)} file(s)")
+    term.plain(f"read:     {len(bundle.texts)} file(s)")
     for note in bundle.notes:
-        term.line(f"note:     {note}")
+        term.plain(f"note:     {note}")
     return 0
 
 
 def _print_evidence(term: Terminal, report: EvidenceReport) -> None:
     """Verdict, culprits, the deciding findings with file:line evidence, then the rest."""
-    term.line(f"verdict:  {report.layer.value} (confidence {report.confidence:.2f})")
-    term.line(f"culprits: {', '.join(report.culprits) or '-'}")
-    term.line(f"summary:  {report.summary}")
+    term.plain(f"verdict:  {report.layer.value} (confidence {report.confidence:.2f})")
+    term.plain(f"culprits: {', '.join(report.culprits) or '-'}")
+    term.plain(f"summary:  {report.summary}")
     if report.deciding:
-        term.line("deciding findings:")
+        term.plain("deciding findings:")
     for finding in report.deciding[:10]:
-        term.line(f"  {finding.severity.value:<8} {finding.summary}")
+        term.plain(f"  {finding.severity.value:<8} {finding.summary}")
         for line in finding.lines[:4]:
-            term.line(f"           {line.cite()}  {line.text.strip()[:140]}")
+            term.plain(f"           {line.cite()}  {line.text.strip()[:140]}")
     others = [f for f in report.findings if f not in report.deciding]
     if others:
-        term.line("other findings:")
+        term.plain("other findings:")
     for finding in others[:15]:
         where = finding.target.describe() or "-"
         cite = finding.lines[-1].cite() if finding.lines else ""
         extra = " (context)" if finding.context else ""
-        term.line(
+        term.plain(
             f"  {finding.severity.value:<8} {finding.layer.value:<13} {where}: "
             f"{finding.summary[:110]}{extra} [{cite}]"
         )
     formats = sorted({fmt for _, fmt in report.formats})
-    term.line(f"formats:  {', '.join(formats) or '-'}")
-    term.line(f"status:   {report.status}")
+    term.plain(f"formats:  {', '.join(formats) or '-'}")
+    term.plain(f"status:   {report.status}")

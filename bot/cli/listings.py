@@ -184,15 +184,15 @@ def list_alerts(
             session, routes=catalog.alert_routes(), unrouted=unrouted, limit=max(limit, 1)
         )
     if as_json:
-        term.line(json.dumps(rows, indent=2, default=str))
+        term.plain(json.dumps(rows, indent=2, default=str))
         return 0
     if not rows:
-        term.line("No unrouted alerts." if unrouted else "No alerts received.")
+        term.plain("No unrouted alerts." if unrouted else "No alerts received.")
         return 0
-    term.line(f"{'RECEIVED':<20} {'STATUS':<9} {'ALERT':<24} {'INCIDENT':<9} LABELS / REASON")
+    term.plain(f"{'RECEIVED':<20} {'STATUS':<9} {'ALERT':<24} {'INCIDENT':<9} LABELS / REASON")
     for row in rows:
         detail = row["reason"] or " ".join(f"{k}={v}" for k, v in row["labels"].items())
-        term.line(
+        term.plain(
             f"{row['received_at']:%Y-%m-%d %H:%M:%S} {row['status']:<9} {row['alertname']:<24} "
             f"{row['incident'] or '-':<9} {detail}"
         )

@@ -8,12 +8,22 @@ the reader goes away (`gpu-oncall diagnose ... | head -3`), printing stops and t
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from bot.diagnosis.units import format_reading
 from bot.engine.summaries import describe_step
+
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` without C0/C1 control characters (tab and newline kept): untrusted text (alert
+    labels, log lines) must not move the cursor, retitle the window or recolour the terminal."""
+    return _CONTROLS.sub("\uFFFD", text)
+
 
 _COLORS = {"red": "31", "green": "32", "yellow": "33", "blue": "34", "dim": "2", "bold": "1"}
 
@@ -33,6 +43,10 @@ class Terminal:
 
     def style(self, text: str, name: str) -> str:
         return f"\033[{_COLORS[name]}m{text}\033[0m" if self.color else text
+
+    def plain(self, text: str = "") -> None:
+        """A line of untrusted text, its control characters replaced (see `printable`)."""
+        self.line(printable(text))
 
     def line(self, text: str = "") -> None:
         if self.closed:

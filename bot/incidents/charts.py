@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from bot.incidents.story import SnapshotView
 from bot.incidents.timeline import is_human_actor
 from bot.incidents.views import EventView, IncidentView
+from bot.limits import CHART_MAX_POINTS, CHART_MAX_TICKS
 
 WIDTH = 960
 LEFT = 120  # room for lane and value labels
@@ -31,6 +32,8 @@ MARKERS = (
     ("mitigated", "mitigated_at"),
     ("resolved", "resolved_at"),
 )
+_DAY = 86400
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
 
 
@@ -45,17 +48,21 @@ class TimeAxis:
         return round(LEFT + max(0.0, min(1.0, share)) * (WIDTH - LEFT - RIGHT), 1)
 
     def ticks(self, count: int = 6) -> list[tuple[float, str]]:
-        """Round tick times (x, HH:MM[:SS] UTC) across the axis."""
+        """Round tick times (x, HH:MM[:SS] UTC, or the date past a day) across the axis: at
+        most CHART_MAX_TICKS whatever span the data covers."""
         span = (self.end - self.start).total_seconds()
-        step = next((s for s in _STEPS if span / s <= count), _STEPS[-1])
-        first = math.ceil(self.start.timestamp() / step) * step
-        fmt = "%H:%M:%S" if step < 60 else "%H:%M"
-        out = []
-        t = first
-        while t <= self.end.timestamp():
-            at = datetime.fromtimestamp(t, tz=UTC)
+        step = next((s for s in _STEPS if span / s <= count), 0)
+        step = step or math.ceil(span / count / _DAY) * _DAY
+        offset = (self.start - _EPOCH).total_seconds()
+        at = self.start + timedelta(seconds=math.ceil(offset / step) * step - offset)
+        fmt = "%H:%M:%S" if step < 60 else "%H:%M" if step < _DAY else "%Y-%m-%d"
+        out: list[tuple[float, str]] = []
+        while at <= self.end and len(out) < CHART_MAX_TICKS:
             out.append((self.x(at), at.strftime(fmt)))
-            t += step
+            try:
+                at += timedelta(seconds=step)
+            except OverflowError:
+                break
         return out
 
 
@@ -120,7 +127,15 @@ def make_axis(
     if end - start < timedelta(minutes=1):
         end = start + timedelta(minutes=1)
     pad = (end - start) * 0.02
-    return TimeAxis(start=start - pad, end=end + pad)
+    return TimeAxis(start=_shifted(start, -pad), end=_shifted(end, pad))
+
+
+def _shifted(at: datetime, by: timedelta) -> datetime:
+    """`at + by`, or `at` where that would leave the calendar (a year-1 timestamp)."""
+    try:
+        return at + by
+    except OverflowError:
+        return at
 
 
 def lane_of(event: EventView) -> str:
@@ -174,7 +189,7 @@ def metric_chart(
 ) -> MetricChart | None:
     """The snapshot's series as polylines, the onset and the incident's markers; None when the
     snapshot holds no points."""
-    values = [v for s in snapshot.series for _, v in s.points]
+    values = [v for s in snapshot.series for _, v in s.points if math.isfinite(v)]
     if not values:
         return None
     low, high = min(min(values), 0.0), max(values)
@@ -190,7 +205,7 @@ def metric_chart(
             name=s.name,
             node=s.node,
             role=s.role,
-            points=" ".join(f"{axis.x(at)},{y(v)}" for at, v in s.points),
+            points=" ".join(f"{axis.x(at)},{y(v)}" for at, v in _thinned(s.points)),
             last=s.points[-1][1],
         )
         for s in sorted(snapshot.series, key=lambda s: s.role != "peer")  # culprit on top
@@ -211,6 +226,13 @@ def metric_chart(
         top=top,
         bottom=bottom,
     )
+
+
+def _thinned(points: Sequence[tuple[datetime, float]]) -> Sequence[tuple[datetime, float]]:
+    """At most CHART_MAX_POINTS finite points, evenly spaced through the series."""
+    finite = [(at, v) for at, v in points if math.isfinite(v)]
+    stride = max(1, math.ceil(len(finite) / CHART_MAX_POINTS))
+    return finite[::stride]
 
 
 def _nice_values(low: float, high: float, count: int = 4) -> list[float]:

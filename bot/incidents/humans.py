@@ -11,7 +11,7 @@ incident and never touches what a person entered.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from sqlmodel import Session
 
@@ -19,6 +19,7 @@ from bot.errors import NotFound, UserInputError
 from bot.incidents import lifecycle
 from bot.incidents.reporting import read_incident
 from bot.incidents.states import IncidentState
+from bot.limits import FIRED_MAX_BEFORE_DETECTION
 from storage import incidents as store
 from storage.tables import Incident, TimelineEvent
 
@@ -55,11 +56,28 @@ def correct_fired_at(
     at: datetime,
     reason: str | None = None,
 ) -> Incident:
-    """Date the start of impact (see `lifecycle.correct_fired_at` for what is refused)."""
+    """Date the start of impact (see `lifecycle.correct_fired_at` for what is refused); at
+    most FIRED_MAX_BEFORE_DETECTION before the incident was detected."""
     incident = read_incident(session, ref)
+    detected = incident.detected_at or incident.created_at
+    earliest = _earliest_fired(detected)
+    if earliest is not None and fired_at < earliest:
+        days = FIRED_MAX_BEFORE_DETECTION.days
+        raise UserInputError(
+            f"{incident.ref}: fired_at {fired_at:%Y-%m-%d %H:%M} UTC is more than {days} days "
+            f"before the incident was detected ({detected:%Y-%m-%d %H:%M} UTC); give the time "
+            "impact began, in UTC"
+        )
     return lifecycle.correct_fired_at(
         session, incident, fired_at=fired_at, actor=actor, at=at, reason=reason or None
     )
+
+
+def _earliest_fired(detected: datetime | None) -> datetime | None:
+    if detected is None:
+        return None
+    aware = detected if detected.tzinfo else detected.replace(tzinfo=UTC)
+    return aware - FIRED_MAX_BEFORE_DETECTION
 
 
 def add_note(

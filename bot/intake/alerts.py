@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Literal
 
@@ -25,6 +26,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from bot.errors import UserInputError
+from bot.limits import ALERT_MAX_AGE, ALERT_MAX_SKEW, REJECTED_STARTS_AT_EPOCH
 
 #: Alertmanager's zero time, used for endsAt of firing alerts.
 ZERO_TIME_PREFIX = "0001-01-01"
@@ -146,3 +148,89 @@ def parse_webhook(body: bytes | str | dict[str, object]) -> AlertmanagerWebhook:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "body"
         raise InvalidWebhookError(where, first["msg"]) from exc
+
+
+REJECTED = "gpu_oncall_rejected"
+"""Annotation set on an alert stored as rejected: why it was not taken (`alerts --unrouted`)."""
+_NUL = "\x00"
+
+
+@dataclass(frozen=True)
+class RejectedAlert:
+    """An alert of a webhook refused on its own (its batch-mates are taken): `stored` is what
+    is kept of it (NUL characters replaced, an unusable `startsAt` set to the epoch)."""
+
+    index: int
+    stored: Alert
+    reason: str
+
+
+def screen_alerts(
+    webhook: AlertmanagerWebhook, *, at: datetime
+) -> tuple[list[tuple[int, Alert]], list[RejectedAlert]]:
+    """Split a webhook's alerts into the ones taken and the ones refused, each with its reason.
+    The text and time rules are the same whatever database stores them."""
+    taken: list[tuple[int, Alert]] = []
+    rejected: list[RejectedAlert] = []
+    for index, alert in enumerate(webhook.alerts):
+        reason = alert_problem(alert, at=at)
+        if reason is None:
+            taken.append((index, alert))
+        else:
+            rejected.append(RejectedAlert(index, _kept(alert, reason, at=at), reason))
+    return taken, rejected
+
+
+def alert_problem(alert: Alert, *, at: datetime) -> str | None:
+    """Why this alert cannot be taken (a NUL character, a time outside the window), or None."""
+    for what, pairs in (("label", alert.labels), ("annotation", alert.annotations)):
+        for key, value in pairs.items():
+            if _NUL in key or _NUL in value:
+                return f"{what} '{_clean(key)[:40]}' holds a NUL character"
+    if _NUL in alert.fingerprint or _NUL in alert.generatorURL:
+        return "fingerprint or generatorURL holds a NUL character"
+    if not in_window(alert.startsAt, at=at):
+        return f"startsAt {alert.startsAt.isoformat()} is outside {window_text(at)}"
+    ended = alert.ended_at
+    if alert.status == "resolved" and ended is not None and not in_window(ended, at=at):
+        return f"endsAt {ended.isoformat()} is outside {window_text(at)}"
+    return None
+
+
+def in_window(when: datetime, *, at: datetime) -> bool:
+    """Whether an alert's time is one this bot accepts (see bot.limits)."""
+    try:
+        return at - ALERT_MAX_AGE <= when <= at + ALERT_MAX_SKEW
+    except OverflowError:
+        return False
+
+
+def window_text(at: datetime) -> str:
+    return (
+        f"the accepted window ({ALERT_MAX_AGE.days} days before to {ALERT_MAX_SKEW.days} day "
+        "after the time it was received)"
+    )
+
+
+def _clean(text: str) -> str:
+    return text.replace(_NUL, "\uFFFD")
+
+
+def _kept(alert: Alert, reason: str, *, at: datetime) -> Alert:
+    labels = {_clean(k): _clean(v) for k, v in alert.labels.items()}
+    annotations = {_clean(k): _clean(v) for k, v in alert.annotations.items()}
+    annotations[REJECTED] = reason
+    starts = alert.startsAt
+    if not in_window(starts, at=at):
+        starts = datetime.fromisoformat(REJECTED_STARTS_AT_EPOCH)
+    ends = alert.endsAt if alert.ended_at is None or in_window(alert.ended_at, at=at) else None
+    return alert.model_copy(
+        update={
+            "labels": labels,
+            "annotations": annotations,
+            "startsAt": starts,
+            "endsAt": ends,
+            "fingerprint": _clean(alert.fingerprint),
+            "generatorURL": _clean(alert.generatorURL),
+        }
+    )

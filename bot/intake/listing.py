@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 from sqlmodel import Session
 
-from bot.intake.alerts import Alert
+from bot.intake.alerts import REJECTED, Alert
 from bot.intake.routing import AlertRoute, Unroutable, route_alert
 from storage import alerts as alert_store
 from storage.tables import ReceivedAlert
@@ -34,6 +34,8 @@ def alert_rows(
 
 
 def _unroutable_reason(stored: ReceivedAlert, routes: Mapping[str, AlertRoute]) -> str | None:
+    if REJECTED in stored.annotations:  # refused at intake (bot.intake.alerts.screen_alerts)
+        return f"rejected: {stored.annotations[REJECTED]}"
     try:
         alert = Alert(
             status="firing" if stored.status == "firing" else "resolved",

@@ -16,7 +16,7 @@ from sqlmodel import Session
 from bot.incidents import lifecycle
 from bot.incidents.states import IncidentState
 from bot.incidents.timeline import ALERTMANAGER, EventKind
-from bot.intake.alerts import Alert, AlertmanagerWebhook
+from bot.intake.alerts import Alert, AlertmanagerWebhook, RejectedAlert
 from bot.intake.grouping import Received, group_firing
 from bot.intake.routing import AlertRoute, Route, Unroutable, route_alert
 from bot.intake.storms import Firing, StormPolicy
@@ -24,7 +24,14 @@ from storage import alerts as alert_store
 from storage import incidents as incident_store
 from storage.tables import Incident
 
-__all__ = ["Received", "receive_alert", "receive_webhook", "resolve_alert"]
+__all__ = [
+    "Received",
+    "receive_alert",
+    "receive_alerts",
+    "receive_rejected",
+    "receive_webhook",
+    "resolve_alert",
+]
 
 
 def receive_webhook(
@@ -37,6 +44,30 @@ def receive_webhook(
 ) -> list[Received]:
     """Store every alert of the webhook and group the new firing ones; one result per alert."""
     return _receive(session, webhook.alerts, routes=routes, at=at, storms=storms)
+
+
+def receive_alerts(
+    session: Session,
+    alerts: Sequence[Alert],
+    *,
+    routes: Mapping[str, AlertRoute],
+    at: datetime,
+    storms: StormPolicy | None = None,
+) -> list[Received]:
+    """Store and group some alerts of a webhook (the ones its screening took)."""
+    return _receive(session, alerts, routes=routes, at=at, storms=storms)
+
+
+def receive_rejected(
+    session: Session, rejected: Sequence[RejectedAlert], *, at: datetime
+) -> list[Received]:
+    """Store refused alerts as they were kept, attached to nothing, with their reason (so
+    `gpu-oncall alerts --unrouted` shows them); a redelivery stores nothing new."""
+    rows = alert_store.record_alerts(session, [_new(r.stored) for r in rejected], received_at=at)
+    return [
+        Received(r.stored.identity, r.stored.status, duplicate=not row.is_new, unroutable=r.reason)
+        for r, row in zip(rejected, rows, strict=True)
+    ]
 
 
 def receive_alert(

@@ -1,38 +1,48 @@
-"""The HTTP server (`gpu-oncall serve`): the bot's routes on uvicorn (`bot.serving`).
+"""The HTTP server (`gpu-oncall serve`): the bot's routes as a Starlette app on uvicorn, behind
+the `Guard` (front.py) that decides before any body is read what each request may send.
 
-Routes: `POST /alerts` (Alertmanager webhook v4), `GET /healthz`, `GET /readyz`, `GET /metrics`,
-plus whatever is `mount`ed as a WSGI app (Slack's `/slack/events`, the simulated exporters'
-`/sim/metrics`). Handlers are synchronous and run on the front end's bounded pool, never on the
+Routes: `POST /alerts` (Alertmanager webhook v4, bot.intake.webhooks), `GET /healthz`,
+`GET /readyz`, `GET /metrics`, the incident pages (`/incidents`), Slack's `/slack/events` (handed
+to bolt as its own Starlette adapter does, one signature check) and, in sim mode, the simulated
+exporters' `/sim/metrics`. Handlers are synchronous and run on the bounded pool, never on the
 event loop. A boundary: an unexpected error becomes a 500 with a reference id and a logged
 traceback. An alert is stored before its webhook is answered; triage runs in the background.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import hmac
 import logging
-import threading
+import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request as StarletteRequest
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
 from bot.config import Settings
-from bot.intake.alerts import InvalidWebhookError, parse_webhook
 from bot.intake.counters import IntakeCounters
-from bot.intake.receiving import Received, receive_webhook
 from bot.intake.storms import StormPolicy
+from bot.intake.webhooks import WebhookIntake, one_line
+from bot.limits import SLACK_BODY_BYTES
 from bot.serving.exchange import Head, Reply, Request
-from bot.serving.front import Front, Limits
+from bot.serving.front import Admission, FrontLimits, Guard, Refusal
 from bot.serving.listening import HttpServer, Tuning
 from bot.serving.metrics import scrape
-from bot.serving.pages import IncidentPages, is_page
+from bot.serving.pages import PREFIX, IncidentPages, is_page
 from bot.serving.wsgi import WSGIApp, call_wsgi
 from bot.wiring.runtime import Runtime
 from bot.work.dispatching import TriageWorkers
 from storage import incidents as incident_store
-from storage.db import session_scope
+from storage.db import read_scope
 from storage.errors import StorageError
 
 if TYPE_CHECKING:
@@ -42,40 +52,13 @@ logger = logging.getLogger(__name__)
 
 TEXT = "text/plain; version=0.0.4; charset=utf-8"
 WEBHOOK = ("POST", "/alerts")
-
-
-class OutageNotice:
-    """One log line when the database goes away (webhooks answered 503 from then on) and one
-    when it is back, however many requests fail in between: never a line per request."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._down = False
-
-    def failed(self, exc: StorageError) -> None:
-        with self._lock:
-            if self._down:
-                return
-            self._down = True
-        logger.error("%s; webhooks answered 503 until it is back", one_line(exc))
-
-    def stored(self) -> None:
-        with self._lock:
-            if not self._down:
-                return
-            self._down = False
-        logger.warning("database is back: webhooks are stored again")
-
-
-def one_line(exc: BaseException) -> str:
-    """An error's message on one line (libpq's messages span several)."""
-    return " ".join(str(exc).split())
+_BODY_ROUTES = ("/alerts",)
 
 
 @dataclass
 class OncallApp:
     """The bot's routes. `mount(path, app)` hands a path (and everything below it) to a WSGI
-    app, which sees the full path in PATH_INFO (as Bolt's handler expects)."""
+    app, which sees the full path in PATH_INFO (the simulated exporters)."""
 
     rt: Runtime
     settings: Settings
@@ -83,14 +66,20 @@ class OncallApp:
     workers: TriageWorkers
     mounts: dict[str, WSGIApp] = field(default_factory=dict)
     slack: SlackBot | None = None
-    """The Slack app when `slack.bot_token` is set (mounted at `/slack/events` in HTTP mode)."""
+    """The Slack app when `slack.bot_token` is set (served at `/slack/events` in HTTP mode)."""
+    slack_path: str | None = None
 
     def __post_init__(self) -> None:
-        self.routes = self.rt.catalog.alert_routes()
-        self.storms = StormPolicy.from_settings(self.settings.intake)
+        self.webhooks = WebhookIntake(
+            db=self.rt.db,
+            now=self.rt.clock.now,
+            routes=self.rt.catalog.alert_routes(),
+            storms=StormPolicy.from_settings(self.settings.intake),
+            queue=self.workers,
+            counters=self.counters,
+        )
         token = self.settings.server.token
         self._token = token.get_secret_value().encode() if token else None
-        self._outage = OutageNotice()
         self.pages = IncidentPages(
             db=self.rt.db,
             settings=self.settings.pages,
@@ -99,29 +88,65 @@ class OncallApp:
         )
 
     def mount(self, path: str, app: WSGIApp) -> None:
-        """Serve `path` and everything below it with `app` (e.g. `/slack/events`)."""
+        """Serve `path` and everything below it with `app` (e.g. `/sim/metrics`)."""
         self.mounts["/" + path.strip("/")] = app
 
-    def front(self, pool: Executor) -> Front:
-        """The ASGI app serving these routes with `pool` running the handlers."""
+    def serve_slack(self, path: str) -> None:
+        """Hand `POST path` to the Slack app (HTTP mode)."""
+        self.slack_path = path
+
+    def front(self, pool: Executor) -> Guard:
+        """The ASGI app: the guard in front of the Starlette routes, handlers on `pool`."""
         server = self.settings.server
-        limits = Limits(
-            max_body_bytes=server.max_body_bytes, read_timeout_seconds=server.read_timeout_seconds
+        limits = FrontLimits(
+            read_timeout_seconds=server.read_timeout_seconds,
+            max_bytes_in_flight=server.max_bytes_in_flight,
         )
-        return Front(handle=self.handle, admit=self.admit, limits=limits, pool=pool)
+        return Guard(self.starlette(pool), decide=self.admit, limits=limits)
 
-    # -- on the event loop: cheap checks before a body is read ---------------------------------
-    def admit(self, head: Head) -> Reply | None:
-        """Refuse a webhook before reading its body: 401 without the token, 411 without a
-        Content-Length (a chunked body included), as docs/operations.md promises."""
-        if (head.method, head.path) != WEBHOOK:
-            return None
-        reply = self._check_token(head) or _require_length(head)
-        if reply is not None:
-            self.counters.webhook(reply.status)
-        return reply
+    def starlette(self, pool: Executor) -> Starlette:
+        on_pool = _Pooled(pool)
+        routes = [
+            Route("/alerts", on_pool(self.alerts), methods=["POST"]),
+            Route("/healthz", on_pool(lambda _: Reply.json(200, {"status": "ok"})),
+                  methods=["GET"]),
+            Route("/readyz", on_pool(lambda _: self.readyz()), methods=["GET"]),
+            Route("/metrics", on_pool(lambda _: self.metrics()), methods=["GET"]),
+            Route(PREFIX, on_pool(self.pages.handle), methods=["GET"]),
+            Route(PREFIX + "/{rest:path}", on_pool(self.pages.handle), methods=["GET"]),
+        ]
+        for prefix, app in self.mounts.items():
+            mounted = on_pool(functools.partial(call_wsgi, app))
+            routes += [Route(prefix, mounted, methods=["GET"]),
+                       Route(prefix + "/{rest:path}", mounted, methods=["GET"])]
+        if self.slack is not None and self.slack_path is not None:
+            routes.append(Route(self.slack_path, self.slack.starlette_endpoint(pool),
+                                methods=["POST"]))
+        handlers = {404: self._not_found, 405: _wrong_method, Exception: _unexpected}
+        return Starlette(routes=routes, exception_handlers=handlers)
 
-    def _check_token(self, head: Head) -> Reply | None:
+    # -- on the event loop: decided from the head, before a body is read -------------------------
+    def admit(self, head: Head) -> Admission:
+        """What a request may send: no body on GET/HEAD or an unknown route, Slack's size on
+        its path, the webhook cap on `POST /alerts`; and the webhook's token checked first."""
+        if (head.method, head.path) == WEBHOOK:
+            refusal = self._check_token(head)
+            if refusal is not None:
+                self.counters.webhook(refusal.status)
+            return Admission(self.settings.server.max_body_bytes, refusal)
+        if head.method == "POST" and head.path == self.slack_path and self.slack is not None:
+            return Admission(SLACK_BODY_BYTES, _slack_head_refusal(head))
+        if not self._known(head.path):
+            return Admission(0, Refusal(404, f"no route '{head.path}'", (),
+                                        (("routes", self._routes()),)))
+        if is_page(head.path):
+            refused = self.pages.authorize(head)
+            if refused is not None:
+                return Admission(0, Refusal(refused.status, refused.body.decode().strip(),
+                                            refused.headers))
+        return Admission(0)
+
+    def _check_token(self, head: Head) -> Refusal | None:
         if self._token is None:
             return None
         scheme, _, credentials = (head.header("authorization") or "").strip().partition(" ")
@@ -129,100 +154,20 @@ class OncallApp:
         if scheme.lower() == "bearer" and hmac.compare_digest(given, self._token):
             return None
         challenge = ("WWW-Authenticate", 'Bearer realm="gpu-oncall"')
-        return Reply.json(401, {"error": "missing or wrong bearer token"}, challenge, close=True)
+        return Refusal(401, "missing or wrong bearer token", (challenge,))
 
     # -- on a pool thread ----------------------------------------------------------------------
-    def handle(self, request: Request) -> Reply:
-        """Answer one request whose body has been read (the boundary for unexpected errors)."""
-        try:
-            mounted = self._mounted(request.path)
-            if mounted is not None:
-                return call_wsgi(mounted, request)
-            return self._route(request)
-        except Exception:  # boundary: never a traceback to the caller
-            ref = uuid.uuid4().hex[:6]
-            logger.exception(
-                "unexpected error serving %s (ref %s)", request.path, ref, extra={"ref": ref}
-            )
-            return Reply.json(500, {"error": f"unexpected error (ref {ref}); see the bot's log"})
-
-    def _mounted(self, path: str) -> WSGIApp | None:
-        for prefix in sorted(self.mounts, key=len, reverse=True):
-            if path == prefix or path.startswith(prefix + "/"):
-                return self.mounts[prefix]
-        return None
-
-    def _route(self, request: Request) -> Reply:
-        handlers: dict[str, tuple[str, Callable[[Request], Reply]]] = {
-            "/alerts": ("POST", self.alerts),
-            "/healthz": ("GET", lambda _: Reply.json(200, {"status": "ok"})),
-            "/readyz": ("GET", lambda _: self.readyz()),
-            "/metrics": ("GET", lambda _: self.metrics()),
-        }
-        path, method = request.path, request.method
-        if is_page(path):
-            return self.pages.handle(request)
-        if path not in handlers:
-            known = sorted([*handlers, *self.mounts, "/incidents"])
-            return Reply.json(404, {"error": f"no route '{path}'", "routes": known})
-        allowed, handler = handlers[path]
-        if method != allowed and not (allowed == "GET" and method == "HEAD"):
-            return Reply.json(405, {"error": f"{path} takes {allowed}"}, ("Allow", allowed))
-        return handler(request)
-
-    # -- POST /alerts --------------------------------------------------------------------------
     def alerts(self, request: Request) -> Reply:
         """Validate, store (dedup, group, route), answer; then queue the triage runs."""
-        reply = self._receive(request.body)
-        self.counters.webhook(reply.status)
-        return reply
+        answer = self.webhooks.receive(request.body)
+        return Reply.json(answer.status, answer.body)
 
-    def _receive(self, body: bytes) -> Reply:
-        try:
-            webhook = parse_webhook(body)
-        except InvalidWebhookError as exc:
-            return Reply.json(400, {"error": str(exc), "field": exc.field})
-        try:
-            with session_scope(self.rt.db) as session:
-                received = receive_webhook(
-                    session, webhook, routes=self.routes, at=self.rt.clock.now(), storms=self.storms
-                )
-                self.workers.record_triage(session, received)  # durable before the answer
-        except StorageError as exc:
-            if exc.retryable:  # the database is away: one line per outage, not per webhook
-                self._outage.failed(exc)
-            else:
-                logger.error("webhook not stored: %s", one_line(exc))
-            return Reply.json(503, {"error": f"not stored, retry: {one_line(exc)}"})
-        self._outage.stored()
-        return Reply.json(200, self._after_stored(received))
-
-    def _after_stored(self, received: list[Received]) -> dict[str, Any]:
-        count = self.counters
-        count.add("alerts_received_total", len(received))
-        count.add("alerts_deduplicated_total", sum(r.duplicate for r in received))
-        count.add("alerts_unroutable_total", sum(r.unroutable is not None for r in received))
-        count.add("alert_storms_total", sum(r.target_kind == "storm" for r in received))
-        runs = [r for r in received if r.start_run or r.extends_run]
-        queued = [f"INC-{r.incident_id}" for r in runs if self.workers.submit_run(r)]
-        for r in received:
-            if r.resolved_incident and r.incident_id is not None:
-                self.workers.submit_expiry(r.incident_id)
-        return {
-            "received": len(received),
-            "duplicates": sum(r.duplicate for r in received),
-            "unroutable": [r.fingerprint for r in received if r.unroutable],
-            "incidents": sorted({f"INC-{r.incident_id}" for r in received if r.incident_id}),
-            "triage_queued": queued,
-        }
-
-    # -- probes and metrics --------------------------------------------------------------------
     def readyz(self) -> Reply:
         """Ready when the database answers a query and the checkpointer answers a read (not
         asked while the database is away: on PostgreSQL it is the same server)."""
         problems: dict[str, str] = {}
         try:
-            with session_scope(self.rt.db) as session:
+            with read_scope(self.rt.db) as session:
                 incident_store.count_by_state(session)
         except StorageError as exc:
             return Reply.json(503, {"status": "not ready", "problems": {"database": one_line(exc)}})
@@ -240,15 +185,101 @@ class OncallApp:
         text = scrape(self.rt.db, self.counters)
         return Reply(200, text.encode(), TEXT)
 
+    def _routes(self) -> list[str]:
+        slack = [self.slack_path] if self.slack_path and self.slack else []
+        return sorted(["/alerts", "/healthz", "/readyz", "/metrics", PREFIX, *self.mounts, *slack])
 
-def _require_length(head: Head) -> Reply | None:
-    if head.header("transfer-encoding") is None and head.header("content-length") is not None:
-        return None
-    return Reply.json(
-        411,
-        {"error": "Content-Length required (a chunked or unsized webhook body is refused)"},
-        close=True,
+    def _known(self, path: str) -> bool:
+        prefixes = [PREFIX, *self.mounts]
+        return path in self._routes() or any(path.startswith(p + "/") for p in prefixes)
+
+    async def _not_found(self, request: StarletteRequest, exc: Exception) -> Response:
+        error = {"error": f"no route '{request.url.path}'", "routes": self._routes()}
+        return JSONResponse(error, 404)
+
+
+class _Pooled:
+    """Wraps a synchronous `Request -> Reply` handler as a Starlette endpoint run on `pool`,
+    with the boundary for unexpected errors (a 500 with a reference, the traceback logged)."""
+
+    def __init__(self, pool: Executor) -> None:
+        self.pool = pool
+
+    def __call__(self, handler: Callable[[Request], Reply]) -> Callable[..., object]:
+        pool = self.pool
+
+        async def endpoint(request: StarletteRequest) -> Response:
+            exchange = Request(
+                _head(request),
+                await request.body(),
+                client=request.client.host if request.client else "",
+                server=_server(request),
+            )
+            loop = asyncio.get_running_loop()
+            reply = await loop.run_in_executor(pool, _guarded, handler, exchange)
+            return to_response(reply)
+
+        return endpoint
+
+
+def _guarded(handler: Callable[[Request], Reply], request: Request) -> Reply:
+    try:
+        return handler(request)
+    except Exception:  # boundary: never a traceback to the caller
+        ref = uuid.uuid4().hex[:6]
+        logger.exception(
+            "unexpected error serving %s (ref %s)", request.path, ref, extra={"ref": ref}
+        )
+        return Reply.json(500, {"error": f"unexpected error (ref {ref}); see the bot's log"})
+
+
+def to_response(reply: Reply) -> Response:
+    """A Reply as a Starlette response (`close` asks uvicorn to close the connection)."""
+    response = Response(reply.body, reply.status, media_type=None)
+    response.headers["content-type"] = reply.content_type
+    for name, value in reply.headers:
+        response.headers.append(name, value)
+    if reply.close:
+        response.headers["connection"] = "close"
+    return response
+
+
+def _head(request: StarletteRequest) -> Head:
+    headers: dict[str, str] = {}
+    for name, value in request.headers.items():
+        headers[name] = f"{headers[name]}, {value}" if name in headers else value
+    return Head(request.method, request.url.path, request.url.query, headers)
+
+
+def _server(request: StarletteRequest) -> tuple[str, int]:
+    server = request.scope.get("server") or ("127.0.0.1", 0)
+    return str(server[0]), int(server[1] or 0)
+
+
+def _slack_head_refusal(head: Head) -> Refusal | None:
+    """401 before reading when Slack's signature headers are missing, malformed or stale."""
+    from bot.slack.verifying import fresh_signature_headers
+
+    fresh = fresh_signature_headers(
+        timestamp=head.header("x-slack-request-timestamp"),
+        signature=head.header("x-slack-signature"),
+        now=time.time(),
     )
+    return None if fresh else Refusal(401, "invalid request")
+
+
+async def _wrong_method(request: StarletteRequest, exc: Exception) -> Response:
+    allowed = exc.headers.get("Allow", "") if isinstance(exc, HTTPException) and exc.headers else ""
+    takes = ", ".join(m for m in allowed.split(", ") if m != "HEAD") or allowed
+    return JSONResponse(
+        {"error": f"{request.url.path} takes {takes}"}, 405, headers={"Allow": takes}
+    )
+
+
+async def _unexpected(request: StarletteRequest, exc: Exception) -> Response:
+    ref = uuid.uuid4().hex[:6]
+    logger.error("unexpected error serving %s (ref %s)", request.url.path, ref, exc_info=exc)
+    return JSONResponse({"error": f"unexpected error (ref {ref}); see the bot's log"}, 500)
 
 
 def create_app(settings: Settings, rt: Runtime, *, socket_mode: bool = False) -> OncallApp:
@@ -273,7 +304,7 @@ def create_app(settings: Settings, rt: Runtime, *, socket_mode: bool = False) ->
         app.slack = make_slack_bot(rt, settings=settings, socket_mode=socket_mode)
         workers.hooks = app.slack
         if not socket_mode:
-            app.mount(EVENTS_PATH, app.slack.wsgi_app())
+            app.serve_slack(EVENTS_PATH)
     return app
 
 
@@ -294,6 +325,7 @@ class RunningServer:
             keepalive_seconds=server.keepalive_seconds,
             shutdown_grace_seconds=server.shutdown_grace_seconds,
             head_timeout_seconds=server.read_timeout_seconds,
+            max_connections=server.max_connections,
         )
         self.http = HttpServer(app.front(self.pool), host=host, port=port, tuning=tuning)
         self.url = self.http.url

@@ -1,14 +1,14 @@
-"""uvicorn serving a `Front` on a socket this module binds (so the URL is known before the
-first request, and `port=0` picks a free port): HTTP/1.1 with keep-alive, a real listen
-backlog, and a graceful stop that stops accepting, lets in-flight requests finish within the
-grace period, and only then returns.
+"""uvicorn serving the ASGI app (the `Guard` over Starlette) on a socket this module binds (so the
+URL is known before the first request, and `port=0` picks a free port): HTTP/1.1 with keep-
+alive, a real listen backlog, and a graceful stop that stops accepting, lets in-flight requests
+finish within the grace period, and only then returns.
 
 Request headers are timed too (`HeadTimedProtocol`): a connection that does not finish a
 request's headers within the read timeout is closed, so a slow-headers client holds nothing.
 
 `serve()` blocks on the calling (main) thread, where uvicorn turns SIGTERM/SIGINT into that
-graceful stop and re-raises the signal once it is done; `start()`/`stop()` serve on a
-background thread instead (tests, benchmarks).
+graceful stop and re-raises the signal once it is done; `start()`/`stop()` serve on a background
+thread instead (tests, benchmarks).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from bot.errors import UserInputError
-from bot.serving.front import Front
+from bot.serving.front import ASGIApp
 
 logger = logging.getLogger(__name__)
 
@@ -37,12 +37,14 @@ class Tuning:
     keepalive_seconds: float = 5.0
     shutdown_grace_seconds: float = 30.0
     head_timeout_seconds: float = 30.0
+    max_connections: int = 1000
+    """Connections (and requests in progress) at once; past it uvicorn answers 503."""
 
 
 class HttpServer:
     """One uvicorn server over `front`, listening from construction on."""
 
-    def __init__(self, front: Front, *, host: str, port: int, tuning: Tuning) -> None:
+    def __init__(self, front: ASGIApp, *, host: str, port: int, tuning: Tuning) -> None:
         self.socket = _listen(host, port, backlog=tuning.backlog)
         bound = self.socket.getsockname()
         shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
@@ -53,6 +55,7 @@ class HttpServer:
             lifespan="off",
             interface="asgi3",
             backlog=tuning.backlog,
+            limit_concurrency=tuning.max_connections,
             timeout_keep_alive=max(1, round(tuning.keepalive_seconds)),
             timeout_graceful_shutdown=max(1, round(tuning.shutdown_grace_seconds)),
             access_log=False,

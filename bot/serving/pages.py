@@ -21,12 +21,13 @@ from bot.config import PagesSettings
 from bot.diagnosis.layers import Layer
 from bot.errors import NotFound
 from bot.incidents.html_page import ListFilters, render_incident_list
-from bot.incidents.reporting import read_postmortem
+from bot.incidents.postmortem import render_postmortem
+from bot.incidents.reporting import read_story, read_views
 from bot.incidents.states import IncidentState
 from bot.incidents.views import incident_view
 from bot.serving.exchange import Head, Reply, Request
 from storage import incidents as incident_store
-from storage.db import session_scope
+from storage.db import read_scope
 
 PREFIX = "/incidents"
 HTML = "text/html; charset=utf-8"
@@ -97,7 +98,7 @@ class IncidentPages:
             chosen = self.parse_filters(query)
         except BadQuery as exc:
             return _text(400, str(exc))
-        with session_scope(self.db) as session:
+        with read_scope(self.db) as session:
             rows = incident_store.filter_incidents(
                 session,
                 states=chosen.states,
@@ -135,22 +136,21 @@ class IncidentPages:
     def _incident(self, ref: str) -> Reply:
         if _REF.match(ref) is None:
             return _text(404, f"no incident page '{ref}' (pages are /incidents/INC-<number>)")
-        try:
-            with session_scope(self.db) as session:
-                row = incident_store.get_incident(session, ref)
-                if row is None:
-                    raise NotFound(f"unknown incident '{ref}'")
-                live = row.state not in _CLOSED
-                page = read_postmortem(
-                    session,
-                    ref,
-                    fmt="html",
-                    page_url=self.settings.incident_url(ref),
-                    refresh_seconds=self.settings.refresh_seconds if live else None,
-                    now=self.now(),
-                )
+        try:  # read under a read-only transaction, render after it: no lock while rendering
+            with read_scope(self.db) as session:
+                incident, events = read_views(session, ref)
+                story = read_story(session, incident.id, now=self.now())
         except NotFound as exc:
             return _text(404, str(exc))
+        live = incident.state not in _CLOSED
+        page = render_postmortem(
+            incident,
+            events,
+            fmt="html",
+            story=story,
+            page_url=self.settings.incident_url(ref),
+            refresh_seconds=self.settings.refresh_seconds if live else None,
+        )
         return _html(page)
 
 

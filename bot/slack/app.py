@@ -1,27 +1,30 @@
 """The Slack app: a bolt `App` over the runtime, served over HTTP (mounted at `/slack/events`) or
 Socket Mode, with one error handler.
 
-Tokens and the signing secret come from `SlackSettings` (SecretStr, read here once, never logged).
-Every HTTP request is verified against the signing secret before bolt sees it (`verifying.py`: a
-bad or malformed signature or timestamp, or one older than five minutes, gets 401), and the error
-handler replies only to requests that passed verification. Listeners acknowledge at once and
-run on bolt's executor (`process_before_response=False`: a long-running server, not a FaaS);
-bolt's lazy listeners are not used because they only log their exceptions, which would bypass
-the one error handler below.
+Tokens and the signing secret come from `SlackSettings` (SecretStr, read here once, never
+logged). Over HTTP a request is handed to bolt the way bolt's own Starlette adapter does it (one
+`BoltRequest`, bolt's one signature check), after its signature headers were checked for form
+and freshness before the body was even read (`verifying.py`: missing, malformed or older than
+five minutes gets 401); the error handler replies only to requests that passed verification.
+Listeners acknowledge at once and run on bolt's executor (`process_before_response=False`: a
+long-running server, not a FaaS); bolt's lazy listeners are not used because they only log their
+exceptions, which would bypass the one error handler below.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import SecretStr
 from slack_bolt import App, BoltContext, BoltResponse, Respond
 from slack_bolt.adapter.socket_mode import SocketModeHandler
-from slack_bolt.adapter.wsgi import SlackRequestHandler
+from slack_bolt.adapter.starlette.handler import to_bolt_request, to_starlette_response
 from slack_bolt.error import BoltError
 from slack_sdk import WebClient
 from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
@@ -36,9 +39,13 @@ from bot.slack.listeners import register
 from bot.slack.replying import Replies
 from bot.slack.triaging import LiveTriage, TriageMessages
 from bot.slack.usergroups import UserGroups
-from bot.slack.verifying import TRUSTED, SignedOnly, WSGIApp
+from bot.slack.verifying import TRUSTED
 from bot.slack.workers import TrackedExecutor, wait_idle
 from bot.wiring.runtime import Runtime
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
 
 logger = logging.getLogger(__name__)
 
@@ -56,11 +63,18 @@ class SlackBot:
     listeners: TrackedExecutor
     signing_secret: str = ""
 
-    def wsgi_app(self) -> WSGIApp:
-        """The WSGI app for `POST /slack/events` (mount it at EVENTS_PATH): only requests
-        signed by Slack reach bolt; the rest get 401 and cause nothing."""
-        handler = SlackRequestHandler(self.app, path=EVENTS_PATH)
-        return SignedOnly(handler, secret=self.signing_secret)
+    def starlette_endpoint(self, pool: Executor) -> Callable[[Request], Awaitable[Response]]:
+        """The Starlette endpoint for `POST /slack/events`: the body becomes one `BoltRequest`
+        (bolt's Starlette adapter), dispatched on `pool`, never on the event loop."""
+        app = self.app
+
+        async def endpoint(request: Request) -> Response:
+            bolt_request = to_bolt_request(request, await request.body())
+            loop = asyncio.get_running_loop()
+            return to_starlette_response(await loop.run_in_executor(pool, app.dispatch,
+                                                                    bolt_request))
+
+        return endpoint
 
     def socket_mode(self) -> SocketMode:
         """A Socket Mode connection (no public ingress): `.connect()`, later `.close()`."""

@@ -9,7 +9,6 @@ approval decided (the database decides, once) and is told who decided it and whe
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -44,8 +43,8 @@ class ButtonValue(BaseModel):
 
 def parse_button_value(value: str) -> ButtonValue:
     try:
-        return ButtonValue.model_validate(json.loads(value))
-    except (ValueError, ValidationError) as exc:
+        return ButtonValue.model_validate_json(value)
+    except ValidationError as exc:
         raise UserInputError(messages.FOREIGN_BUTTON) from exc
 
 

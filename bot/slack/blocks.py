@@ -106,9 +106,10 @@ def triage_blocks(view: TriageView) -> list[Block]:
 def triage_text(view: TriageView) -> str:
     """The notification/fallback text of a triage message."""
     inc = view.incident
-    text = f"{inc.ref} {inc.severity}: {view.incident.runbook} on {inc.target}"
+    text = f"{inc.ref} {escape(inc.severity)}: {escape(inc.runbook)} on {escape(inc.target)}"
     if view.verdict:
-        text += f": {view.verdict.get('layer')} ({_percent(view.verdict.get('confidence'))})"
+        layer = escape(str(view.verdict.get("layer")))
+        text += f": {layer} ({_percent(view.verdict.get('confidence'))})"
     return clip(text, MAX_FALLBACK_TEXT, pointer=view.pointer)
 
 
@@ -141,7 +142,8 @@ def _subtitle(view: TriageView) -> str:
     inc = view.incident
     started = messages.started_by(view.requester)
     text = (
-        f"{escape(view.runbook_title)} · target `{inc.target}` · state *{inc.state}* · "
+        f"{escape(view.runbook_title)} · target `{escape(inc.target)}` · "
+        f"state *{escape(inc.state)}* · "
         f"started by {started}"
     )
     if inc.acknowledged_by:
@@ -162,7 +164,9 @@ def _progress(view: TriageView) -> str:
         return (
             head
             + "\n"
-            + messages.STARTING.format(runbook=view.incident.runbook, target=view.incident.target)
+            + messages.STARTING.format(
+                runbook=escape(view.incident.runbook), target=escape(view.incident.target)
+            )
         )
     # Keep the newest lines: the reader wants to see what just finished.
     body = [render_line(line) for line in view.progress]

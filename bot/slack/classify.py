@@ -14,9 +14,10 @@ from __future__ import annotations
 import logging
 import re
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from time import monotonic
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -31,6 +32,7 @@ from bot.incidents.reporting import read_incident
 from bot.incidents.timeline import EventKind
 from bot.intake import commands as grammar
 from bot.intake.bundles import read_bundle
+from bot.limits import SLACK_DOWNLOAD_SECONDS
 from bot.slack.deps import Reply, SlackDeps
 from bot.slack.failures import guarded
 from bot.slack.kit import Block, context, escape, fit, section
@@ -213,7 +215,8 @@ def classify_files(
                 notes.append(note)
         bundle = read_bundle(Path(tmp), max_member_bytes=limits.max_file_bytes)
     if not bundle.texts:
-        raise UserInputError("no readable text in the shared file(s): " + "; ".join(notes))
+        reasons = "; ".join([*notes, *bundle.notes]) or "every file was empty"
+        raise UserInputError(f"no readable text in the shared file(s): {reasons}")
     judged = judge_texts(deps, bundle.texts, [*notes, *bundle.notes])
     ref = record_evidence(
         deps, incident_id, judged, actor=message.user or "slack", files=[f.id for f in files]
@@ -238,23 +241,43 @@ def download(deps: SlackDeps, shared: SharedFile, *, into: Path) -> str | None:
         return f"{shared.name}: not downloaded (its URL is not a Slack file URL)"
     token = deps.client.token or ""
     timeout = deps.rt.settings.timeouts.http_seconds
+    deadline = monotonic() + SLACK_DOWNLOAD_SECONDS
     try:
         with httpx.stream(
             "GET", url, headers={"Authorization": f"Bearer {token}"}, timeout=timeout
         ) as response:
             if response.status_code != 200:
                 return f"{shared.name}: Slack answered HTTP {response.status_code}"
-            size = 0
-            with into.open("wb") as out:
-                for chunk in response.iter_bytes():
-                    size += len(chunk)
-                    if size > limit:
-                        out.close()
-                        into.unlink()
-                        return f"{shared.name}: over evidence.max_file_bytes ({limit})"
-                    out.write(chunk)
+            return _save(response, into, name=shared.name, limit=limit, deadline=deadline)
     except httpx.HTTPError as exc:
         return f"{shared.name}: download failed ({type(exc).__name__})"
+
+
+def _save(
+    response: httpx.Response,
+    into: Path,
+    *,
+    name: str,
+    limit: int,
+    deadline: float,
+    clock: Callable[[], float] = monotonic,
+) -> str | None:
+    """Write the body to `into` within the size limit and the overall deadline (a per-read
+    timeout alone lets a slow drip hold the worker for ever); a note when either is passed."""
+    size = 0
+    with into.open("wb") as out:
+        for chunk in response.iter_bytes():
+            size += len(chunk)
+            problem = None
+            if size > limit:
+                problem = f"{name}: over evidence.max_file_bytes ({limit})"
+            elif clock() > deadline:
+                problem = f"{name}: not downloaded within {SLACK_DOWNLOAD_SECONDS:g} s"
+            if problem:
+                out.close()
+                into.unlink()
+                return problem
+            out.write(chunk)
     return None
 
 

@@ -23,7 +23,7 @@ from bot.intake import commands as grammar
 from bot.slack import answers, classify, humans, messages, safety
 from bot.slack.deps import Reply, SlackDeps
 from bot.slack.failures import guarded
-from bot.slack.kit import Block
+from bot.slack.kit import Block, escape
 from bot.slack.triaging import TriageMessages
 from integrations.errors import NodeNotFound
 from storage import incidents as incident_store
@@ -113,7 +113,7 @@ class Replies:
                 rt.deps.cluster.nodes([target])
             except NodeNotFound as exc:
                 raise NotFound(str(exc)) from exc
-        starting = messages.STARTING.format(runbook=loaded.name, target=target)
+        starting = messages.STARTING.format(runbook=escape(loaded.name), target=escape(target))
         channel, ts = self.messages.placeholder(channel, starting)
         incident_id, _ = rt.engine.open_incident(loaded, resolved, actor=user)
         live = self.messages.adopt(incident_id=incident_id, channel=channel, ts=ts)

@@ -1,0 +1,232 @@
+"""Hostile load against `serve` (issue 20): slow connections plus a steady webhook stream, on
+loopback, bounded in time. Reports the server's peak RSS, its RSS after the burst, webhook
+p50/p99 latency, the error rate, and whether every webhook answered 200 was stored.
+
+The bot runs in a child process over a fresh SQLite database (a simulated 16-node fleet; the
+webhooks carry alerts no runbook takes, so no triage run competes for the CPU). This process
+opens `--slow` connections that each declare a 9.9 MB body on a route that takes none or
+needs authentication (`/healthz`, `/slack/events`, `/incidents`, `POST /alerts` without the
+token) and drip it 64 KiB at a time, reconnecting when cut off, while `--rate` webhooks/s are
+posted with the token for `--seconds`. RSS is sampled every 0.5 s from /proc.
+
+    python bench/serve_load.py --slow 500 --rate 200 --seconds 60 --settle 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+from common import ecc_fleet, machine, percentile
+from servers.prometheus import free_port
+
+TOKEN = "bench-token"
+DECLARED = 9_900_000
+ROUTES = ("GET /healthz", "POST /slack/events", "GET /incidents", "POST /alerts")
+
+
+def serve_child(port: int, db_url: str) -> None:
+    from pydantic import SecretStr
+
+    from bot.config import ServerSettings, Settings, StorageSettings
+    from bot.serving.app import RunningServer, create_app
+    from bot.wiring.runtime import open_runtime
+
+    settings = Settings(
+        storage=StorageSettings(url=db_url),
+        server=ServerSettings(token=SecretStr(TOKEN), workers=1),
+    )
+    with open_runtime(settings, scenario=ecc_fleet(16), fresh=True) as rt:
+        RunningServer(create_app(settings, rt), port=port).serve()
+
+
+@contextmanager
+def child() -> Iterator[tuple[str, int, Path]]:
+    port = free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "oncall.db"
+        process = subprocess.Popen(
+            [sys.executable, __file__, "--serve-child", str(port), f"sqlite:///{db}"]
+        )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 120
+            while not _healthy(url):
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise RuntimeError("the server did not start")
+                time.sleep(0.2)
+            yield url, process.pid, db
+        finally:
+            process.terminate()
+            process.wait(timeout=60)
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def webhook(index: int, starts: datetime) -> bytes:
+    labels = {"alertname": "BenchLoad", "severity": "warning", "instance": f"host-{index}"}
+    alert = {"status": "firing", "labels": labels, "startsAt": starts.isoformat(),
+             "fingerprint": f"{index:016x}"}  # fmt: skip
+    body = {"version": "4", "groupKey": f"g{index}", "status": "firing",
+            "receiver": "gpu-oncall", "alerts": [alert]}  # fmt: skip
+    return json.dumps(body).encode()
+
+
+args_pause = 5.0
+"""Seconds a slow client waits before it reconnects (one load-generating process must keep up)."""
+
+
+async def slow_client(port: int, stop: asyncio.Event, cut: Counter[str]) -> None:
+    """Declare a 9.9 MB body, drip it 16 KiB a second, reconnect a few seconds after the
+    server answers or closes."""
+    chunk = b" " * 16384
+    while not stop.is_set():
+        method, path = random.choice(ROUTES).split()
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError as exc:
+            cut[f"connect {type(exc).__name__}"] += 1
+            await asyncio.sleep(0.5)
+            continue
+        head = f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {DECLARED}\r\n\r\n"
+        try:
+            writer.write(head.encode())
+            sent = 0
+            while sent < DECLARED and not stop.is_set():
+                writer.write(chunk)
+                await asyncio.wait_for(writer.drain(), 5)
+                sent += len(chunk)
+                if reader.at_eof() or len(reader._buffer):  # type: ignore[attr-defined]
+                    break  # answered before the body: refused unread
+                await asyncio.sleep(1.0)
+            status = (await asyncio.wait_for(reader.read(64), 5)).split(b" ", 2)[1:2]
+            cut[status[0].decode() if status else "closed"] += 1
+        except (OSError, TimeoutError, IndexError):
+            cut["closed"] += 1
+        finally:
+            writer.close()
+        await asyncio.sleep(args_pause)
+
+
+async def webhooks(url: str, *, rate: int, seconds: float) -> dict[str, Any]:
+    starts = datetime.now(UTC) - timedelta(minutes=5)
+    latencies: list[float] = []
+    statuses: Counter[str] = Counter()
+    headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+    limits = httpx.Limits(max_connections=100, max_keepalive_connections=100)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30) as client:
+
+        async def one(index: int) -> None:
+            began = time.perf_counter()
+            try:
+                response = await client.post("/alerts", content=webhook(index, starts),
+                                              headers=headers)
+                statuses[str(response.status_code)] += 1
+            except httpx.TransportError as exc:
+                statuses[type(exc).__name__] += 1
+                return
+            latencies.append(time.perf_counter() - began)
+
+        tasks = []
+        began = time.perf_counter()
+        for index in range(int(rate * seconds)):
+            delay = began + index / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one(index)))
+        await asyncio.gather(*tasks)
+    sent = int(rate * seconds)
+    return {
+        "sent": sent,
+        "statuses": dict(statuses),
+        "error_rate": round(1 - statuses.get("200", 0) / sent, 4),
+        "p50_ms": round(percentile(latencies, 0.50) * 1000, 1),
+        "p99_ms": round(percentile(latencies, 0.99) * 1000, 1),
+    }
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    with child() as (url, pid, db):
+        port = int(url.rsplit(":", 1)[1])
+        await asyncio.sleep(2)
+        idle = rss_mb(pid)
+        samples: list[float] = []
+        stop = asyncio.Event()
+
+        async def sample() -> None:
+            while not stop.is_set():
+                samples.append(rss_mb(pid))
+                if len(samples) % 10 == 0:  # progress on stderr every 5 s
+                    print(f"{len(samples) / 2:.0f}s rss={samples[-1]:.0f}MB slow={dict(cut)}",
+                          file=sys.stderr, flush=True)
+                await asyncio.sleep(0.5)
+
+        cut: Counter[str] = Counter()
+        sampler = asyncio.create_task(sample())
+        slow = [asyncio.create_task(slow_client(port, stop, cut)) for _ in range(args.slow)]
+        hooks = await webhooks(url, rate=args.rate, seconds=args.seconds)
+        stop.set()
+        await asyncio.wait([sampler, *slow], timeout=15)
+        after = [rss_mb(pid)]
+        for _ in range(int(args.settle * 2)):
+            await asyncio.sleep(0.5)
+            after.append(rss_mb(pid))
+        stored = sqlite3.connect(db).execute("SELECT count(*) FROM received_alerts").fetchone()[0]
+    return {
+        "machine": machine(),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "slow_connections": args.slow,
+        "rate": args.rate,
+        "seconds": args.seconds,
+        "idle_rss_mb": round(idle, 1),
+        "peak_rss_mb": round(max(samples + after), 1),
+        "rss_after_settle_mb": round(after[-1], 1),
+        "after_over_idle": round(after[-1] / idle, 2),
+        "slow_requests_answered": dict(cut),
+        "webhooks": hooks,
+        "stored_alerts": stored,
+        "lost": hooks["statuses"].get("200", 0) - stored,
+    }
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--serve-child":
+        serve_child(int(sys.argv[2]), sys.argv[3])
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--slow", type=int, default=500)
+    parser.add_argument("--rate", type=int, default=200)
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--settle", type=float, default=30.0)
+    args = parser.parse_args()
+    print(json.dumps(asyncio.run(run(args)), indent=2))
+
+
+if __name__ == "__main__":
+    main()
