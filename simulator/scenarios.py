@@ -270,6 +270,10 @@ class Expect(_Model):
     """The culprit HCAs (`node:mlx5_N`), scored like `gpus`."""
     actions: list[str] = Field(default_factory=list)
     not_actions: list[str] = Field(default_factory=list)
+    finding: str | None = None
+    """The deciding finding's mechanism (bot.diagnosis.mechanisms), e.g. `kv_exhausted`:
+    eval then scores the mechanism beside the layer (a KV exhaustion reported as a traffic
+    spike has the right layer and the wrong mechanism)."""
 
 
 class Scenario(_Model):

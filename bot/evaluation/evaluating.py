@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.config import Settings
+from bot.diagnosis.mechanisms import MECHANISMS
 from bot.engine.running import RunOutcome
 from bot.errors import OncallError, UserInputError
 from bot.evaluation.scoring import ScenarioResult, score
@@ -69,6 +70,12 @@ def load_scenarios(files: Sequence[Path]) -> list[Scenario]:
         scenario = load_scenario(path)  # ScenarioError names the file and the field
         if scenario.expect is None:
             raise UserInputError(f"{path}: field 'expect': required by eval (the ground truth)")
+        named = scenario.expect.finding
+        if named is not None and named not in MECHANISMS:
+            known = ", ".join(sorted(MECHANISMS))
+            raise UserInputError(
+                f"{path}: field 'expect.finding': unknown mechanism '{named}' (known: {known})"
+            )
         scenarios.append(scenario)
     return scenarios
 

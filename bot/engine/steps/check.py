@@ -103,6 +103,7 @@ def _finding(
         affected=affected,
         outlier=cited.outlier,
         members=members,
+        mechanism=step.mechanism,
     )
 
 
