@@ -53,6 +53,7 @@ def _m(name: str, *symptoms: Symptom, role: Role = Role.CAUSE, note: str = "") -
 
 
 _SLOWS = "slows its rank, cannot stop collectives"
+_BLIND = "a silent detector hides facts, causes none"
 
 MECHANISMS: dict[str, Mechanism] = {
     m.name: m
@@ -88,9 +89,9 @@ MECHANISMS: dict[str, Mechanism] = {
         _m("node_not_ready", _H, _S, _L, _N),
         _m("gpus_unallocatable", _E, _N, note="only new scheduling is affected (§7)"),
         # telemetry (§1.5, §8): blind spots
-        _m("detector_silent", role=Role.DETECTOR, note="a silent detector hides facts, causes none"),
+        _m("detector_silent", role=Role.DETECTOR, note=_BLIND),
         _m("detector_stale", role=Role.DETECTOR, note="a frozen detector hides facts, causes none"),
-        _m("dcp_missing", role=Role.DETECTOR, note="the MFU proxy is missing, the GPUs are not idle"),
+        _m("dcp_missing", role=Role.DETECTOR, note="the MFU proxy is missing, not the GPUs"),
         # workload (§5.2, §6)
         _m("straggler", _H, _S),
         _m("checkpoint_stall", _H, _S),
