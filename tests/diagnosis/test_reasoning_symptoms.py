@@ -1,7 +1,9 @@
 """A finding must be able to explain the symptom before it can be the verdict (issue 22 items 1, 2).
 
 Covers: a power cap beside a driver skew on an NCCL hang (the skew is the verdict, the cap a side
-finding with its reason); a silent exporter is a side note when something explains the symptom
+finding with its reason; through the shipped nccl-hang runbook too, where the cap gets a
+low-risk ticket of its own and no cordon, and a node named only by a side finding is never
+cordoned); a silent exporter is a side note when something explains the symptom
 and the verdict only when nothing does; nothing explaining the symptom falls back to every
 finding with halved confidence and says so; no symptom keeps the plain bottom-up ranking; the
 mechanism and side findings survive the JSON round trip; the catalog names a mechanism for
@@ -15,13 +17,20 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bot.config import Settings
 from bot.diagnosis.findings import CheckOutcome, CheckStatus, Culprit, Finding
+from bot.diagnosis.gating import gate
 from bot.diagnosis.layers import Layer, Severity
 from bot.diagnosis.localizing import Verdict, localize
 from bot.diagnosis.mechanisms import MECHANISMS, Symptom, explains, is_detector
 from bot.engine.schema import Step
+from bot.evaluation.evaluating import isolated, trigger
+from bot.wiring.runtime import open_runtime
+from simulator import SCENARIO_DIR
+from simulator.scenarios import load_scenario
 
 RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
+COMBINED = Path(SCENARIO_DIR) / "combined"
 
 
 def fired(
@@ -150,3 +159,47 @@ def test_a_check_naming_an_unknown_mechanism_is_refused_with_the_known_ones() ->
         Step.model_validate(
             {"id": "c", "check": "true", "layer": "fabric", "finding": "x", "mechanism": "gremlins"}
         )
+
+
+def test_a_node_named_only_by_a_side_finding_is_never_cordoned() -> None:
+    verdict = localize(power_cap_and_driver_skew(), symptom=Symptom.HANG)
+    proposals = [
+        {"action": "cordon", "target": "gpu-node-12"},
+        {"action": "cordon", "target": "gpu-node-09"},
+        {"action": "open_ticket", "target": "gpu-node-09"},
+    ]
+    kept, withheld = gate(verdict, proposals)
+    assert [(p["action"], p["target"]) for p in kept] == [
+        ("cordon", "gpu-node-12"),
+        ("open_ticket", "gpu-node-09"),
+    ]
+    assert [(w.action, w.target) for w in withheld] == [("cordon", "gpu-node-09")]
+    assert "side finding" in withheld[0].reason and "hang" in withheld[0].reason
+
+
+def test_the_nccl_hang_runbook_blames_the_skew_and_tickets_the_power_cap_apart() -> None:
+    """The issue's own case, through the shipped runbook on the simulated fleet."""
+    scenario = load_scenario(COMBINED / "hang-power-cap-and-driver-skew.yaml")
+    blind = scenario.model_copy(update={"expect": None})
+    with open_runtime(isolated(Settings()), scenario=blind, fresh=True) as rt:
+        outcome = trigger(rt, blind).outcome
+    assert outcome is not None
+    verdict = outcome.verdict
+    assert (verdict["layer"], verdict["culprits"], verdict["mechanism"]) == (
+        "node_software",
+        ["gpu-node-12"],
+        "driver_skew",
+    )
+    assert verdict["side_nodes"] == ["gpu-node-09"]
+    assert "also seen: power cap on gpu-node-09" in verdict["summary"]
+    propose = next(o for o in outcome.steps.values() if o.get("kind") == "propose")
+    targets = {(p["action"], p["target"]) for p in propose["proposals"]}
+    assert ("cordon", "gpu-node-12") in targets
+    assert not any(t == "gpu-node-09" and a != "open_ticket" for a, t in targets)
+    side_ticket = next(
+        p
+        for p in propose["proposals"]
+        if p["action"] == "open_ticket" and p["target"] == "gpu-node-09"
+    )
+    assert side_ticket["params"]["queue"] == "triage"
+    assert side_ticket["risk"] == "low"
