@@ -496,11 +496,12 @@ class Fleet:
                     gpus=gpus,
                 )
                 self.pods[(pod.namespace, pod.name)] = pod
+        plugin = self.scenario.fleet.device_plugin_pods
         for node in self.nodes:
-            for pod in (
-                exporter_pod(seed=self.seed, node=node),
-                device_plugin_pod(seed=self.seed, node=node),
-            ):
+            daemons = [exporter_pod(seed=self.seed, node=node)]
+            if plugin:
+                daemons.append(device_plugin_pod(seed=self.seed, node=node))
+            for pod in daemons:
                 self.pods[(pod.namespace, pod.name)] = pod
 
     def _place(self, spec: FaultSpec, *, origin: float) -> ActiveFault:

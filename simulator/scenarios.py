@@ -124,6 +124,10 @@ class FleetSpec(_Model):
     dcgm_host_label: Literal["Hostname", "hostname"] = "Hostname"
     """`Hostname` in released dcgm-exporters, `hostname` on master (DOMAIN.md §1.2)."""
     workloads: list[WorkloadSpec] = Field(default_factory=list)
+    device_plugin_pods: bool = False
+    """Run the NVIDIA device plugin's DaemonSet pod on every node (as the GPU Operator does),
+    so a runbook can propose restarting it. Off by default: the Kubernetes contract suite
+    counts each node's pods."""
 
     @property
     def node_names(self) -> list[str]:
