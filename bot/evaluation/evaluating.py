@@ -100,11 +100,17 @@ def evaluate(paths: Iterable[Path], *, settings: Settings) -> list[ScenarioResul
 
 def isolated(settings: Settings) -> Settings:
     """The caller's settings with a throw-away in-memory database (and so an in-memory
-    checkpointer) and a policy that never auto-approves (every proposal waits for a human, so
-    the run stops at its approval) in dry-run."""
+    checkpointer), a policy that never auto-approves (every proposal waits for a human, so
+    the run stops at its approval) in dry-run, and leases no heartbeat needs to extend."""
     storage = settings.storage.model_copy(update={"url": "sqlite://"})
     policy = settings.policy.model_copy(update={"auto_approve_risks": [], "dry_run": True})
-    return settings.model_copy(update={"storage": storage, "policy": policy})
+    # One process owns the in-memory database: no other worker can take a lease over, and a
+    # heartbeat thread writing on its single connection mid-run (a run slower than the
+    # heartbeat, on a loaded machine) collides with the run's own transaction.
+    work = settings.work.model_copy(
+        update={"lease_seconds": 86_400.0, "heartbeat_seconds": 3_600.0}
+    )
+    return settings.model_copy(update={"storage": storage, "policy": policy, "work": work})
 
 
 def _run_one(rt: Runtime, scenario: Scenario) -> ScenarioResult:
