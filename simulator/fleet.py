@@ -37,7 +37,7 @@ from simulator.marking import (
 )
 from simulator.metrics import EntityKey, MetricDef
 from simulator.placing import active_faults, fault_targets
-from simulator.pods import SimPod, exporter_pod, worker_pod
+from simulator.pods import SimPod, device_plugin_pod, exporter_pod, worker_pod
 from simulator.scenarios import FaultSpec, Scenario, parse_scenario
 from simulator.series import Series, SeriesSource
 from simulator.states import NodeState
@@ -496,9 +496,13 @@ class Fleet:
                     gpus=gpus,
                 )
                 self.pods[(pod.namespace, pod.name)] = pod
+        plugin = self.scenario.fleet.device_plugin_pods
         for node in self.nodes:
-            pod = exporter_pod(seed=self.seed, node=node)
-            self.pods[(pod.namespace, pod.name)] = pod
+            daemons = [exporter_pod(seed=self.seed, node=node)]
+            if plugin:
+                daemons.append(device_plugin_pod(seed=self.seed, node=node))
+            for pod in daemons:
+                self.pods[(pod.namespace, pod.name)] = pod
 
     def _place(self, spec: FaultSpec, *, origin: float) -> ActiveFault:
         """Turn a validated FaultSpec into ActiveFaults starting at `origin + start` (one per

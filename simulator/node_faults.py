@@ -20,7 +20,7 @@ from simulator.fault_base import (
     xid_lines,
 )
 from simulator.gpu_faults import unhealthy_gpu, xid_gauge
-from simulator.pods import SimPod
+from simulator.pods import EXPORTER_DAEMONSET, SimPod
 from simulator.tracks import Freeze, Gone, Hold
 
 READY_TRUE = ("condition", "Ready", "true")
@@ -85,11 +85,11 @@ class ExporterDown(FaultKind):
 
     def apply_to_pods(self, fault: ActiveFault, pods: list[SimPod]) -> None:
         for pod in pods:
-            if pod.daemonset:
+            if pod.workload == EXPORTER_DAEMONSET:
                 pod.terminate(fault.window.start, reason="Error", restarts=6)
 
     def pod_log(self, fault: ActiveFault, pod: SimPod, *, until: float) -> list[LogLine]:
-        if not pod.daemonset or until < fault.window.start:
+        if pod.workload != EXPORTER_DAEMONSET or until < fault.window.start:
             return []
         return [LogLine(fault.window.start, self.fatal)]
 

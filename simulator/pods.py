@@ -13,6 +13,7 @@ from simulator.topology import unit_hash
 
 EXPORTER_NAMESPACE = "gpu-operator"
 EXPORTER_DAEMONSET = "nvidia-dcgm-exporter"
+DEVICE_PLUGIN_DAEMONSET = "nvidia-device-plugin-daemonset"
 
 
 @dataclass
@@ -102,18 +103,28 @@ def worker_pod(
 
 def exporter_pod(*, seed: str, node: str) -> SimPod:
     """The dcgm-exporter DaemonSet pod of `node` (`nvidia-dcgm-exporter-xxxxx`)."""
+    return _daemonset_pod(EXPORTER_DAEMONSET, unit="dcgm-exporter", seed=seed, node=node)
+
+
+def device_plugin_pod(*, seed: str, node: str) -> SimPod:
+    """The NVIDIA device plugin DaemonSet pod of `node` (`nvidia-device-plugin-daemonset-xxxxx`,
+    as the GPU Operator names it): restarting it is how a GPU it marked unhealthy comes back."""
+    return _daemonset_pod(DEVICE_PLUGIN_DAEMONSET, unit="device-plugin", seed=seed, node=node)
+
+
+def _daemonset_pod(daemonset: str, *, unit: str, seed: str, node: str) -> SimPod:
     alphabet = "bcdfghjklmnpqrstvwxz2456789"
-    digest = unit_hash(seed, "dcgm-exporter", node)
+    digest = unit_hash(seed, unit, node)
     suffix = "".join(alphabet[b % len(alphabet)] for b in digest[:5])
     return SimPod(
-        name=f"{EXPORTER_DAEMONSET}-{suffix}",
+        name=f"{daemonset}-{suffix}",
         namespace=EXPORTER_NAMESPACE,
         node=node,
         phase="Running",
-        workload=EXPORTER_DAEMONSET,
-        labels={"app": EXPORTER_DAEMONSET},
+        workload=daemonset,
+        labels={"app": daemonset},
         daemonset=True,
-        pid=_pid(seed, "dcgm-exporter", node),
-        container=EXPORTER_DAEMONSET,
+        pid=_pid(seed, unit, node),
+        container=daemonset,
         owner_kind="DaemonSet",
     )

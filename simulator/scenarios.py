@@ -96,6 +96,10 @@ class FleetSpec(_Model):
     dcgm_host_label: Literal["Hostname", "hostname"] = "Hostname"
     """`Hostname` in released dcgm-exporters, `hostname` on master (DOMAIN.md §1.2)."""
     workloads: list[WorkloadSpec] = Field(default_factory=list)
+    device_plugin_pods: bool = False
+    """Run the NVIDIA device plugin's DaemonSet pod on every node (as the GPU Operator does),
+    so a runbook can propose restarting it. Off by default: the Kubernetes contract suite
+    counts each node's pods."""
 
     @property
     def node_names(self) -> list[str]:
@@ -242,6 +246,10 @@ class Expect(_Model):
     """The culprit HCAs (`node:mlx5_N`), scored like `gpus`."""
     actions: list[str] = Field(default_factory=list)
     not_actions: list[str] = Field(default_factory=list)
+    finding: str | None = None
+    """The deciding finding's mechanism (bot.diagnosis.mechanisms), e.g. `kv_exhausted`:
+    eval then scores the mechanism beside the layer (a KV exhaustion reported as a traffic
+    spike has the right layer and the wrong mechanism)."""
 
 
 class Scenario(_Model):

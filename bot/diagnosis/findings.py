@@ -119,6 +119,9 @@ class Finding:
     """Each node's own device when the check names devices on many nodes at once (a storm's
     DBE on GPU 4 of eight nodes: eight culprits `node / GPU 4`); `culprit` is one of them.
     Empty when the finding names one culprit, or nodes only (`affected`)."""
+    mechanism: str | None = None
+    """How the fault produces symptoms (bot.diagnosis.mechanisms), from the check's
+    `mechanism:`; decides whether the finding can explain the run's symptom."""
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -131,6 +134,7 @@ class Finding:
         }
         data |= {"outlier": self.outlier} if self.outlier is not None else {}
         data |= {"members": [m.to_dict() for m in self.members]} if self.members else {}
+        data |= {"mechanism": self.mechanism} if self.mechanism else {}
         return data | ({"affected": list(self.affected)} if self.affected else {})
 
     @classmethod
@@ -145,6 +149,7 @@ class Finding:
             affected=tuple(data.get("affected", [])),
             outlier=data.get("outlier"),
             members=tuple(Culprit.from_dict(m) for m in data.get("members", [])),
+            mechanism=data.get("mechanism"),
         )
 
 

@@ -1,9 +1,11 @@
 """Which proposed actions the verdict does not justify, and why. Pure: no I/O.
 
-Two rules, both about taking hardware out of service on evidence that cannot carry it:
+Three rules, all about taking hardware out of service on evidence that cannot carry it:
 - **A broken detector is not a broken GPU.** When the verdict is `telemetry` (an exporter down,
   a gauge that stopped changing), nothing that takes hardware out of service or resets it is
   proposed: the fix is the detector (restart the exporter, open a ticket).
+- **A side finding takes no node out.** A node named only by findings that cannot explain the
+  run's symptom (a power cap beside an NCCL hang) gets its own ticket, never a cordon or drain.
 - **A cordon needs an outlier.** A node is cordoned (or drained) only when its own reading stands
   out from its peers' (the other nodes the same step read: the job's nodes, the rack). A node
   that reads like its peers points at a shared cause (a rack's power, a driver rollout) that
@@ -47,6 +49,12 @@ def withhold_reason(verdict: Verdict, *, action: str, target: str) -> str | None
         )
     if action not in NODE_REMOVING:
         return None
+    culprit_nodes = {c.node for c in verdict.culprit_details if c.node}
+    if target not in culprit_nodes and any(target in f.nodes for f in verdict.side):
+        return (
+            f"{target} is named only by a side finding, which cannot explain the "
+            f"{verdict.symptom or 'symptom'}: its own ticket, not a cordon"
+        )
     judged = [
         f.outlier
         for f in verdict.findings

@@ -13,11 +13,13 @@ confidence, so "no fault found" never hides a detector that said nothing. Pure: 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from bot.diagnosis.findings import CheckOutcome, CheckStatus, Culprit, Finding
 from bot.diagnosis.layers import SEVERITY_WEIGHT, Layer, Severity, layer_rank
+from bot.diagnosis.mechanisms import Symptom
+from bot.diagnosis.reasoning import UNEXPLAINED_FACTOR, SideFinding, sort_out
 
 #: A layer is "strong" when its findings weigh at least this much (one critical, or 2 warnings).
 STRONG_EVIDENCE = 2.0
@@ -47,6 +49,13 @@ class Verdict:
     history: tuple[dict[str, Any], ...] = ()
     """Per culprit GPU, what its fault history says (bot.diagnosis.history.GpuRecord.to_dict:
     occurrences, resets, the ladder's rung and a sentence for people)."""
+    mechanism: str | None = None
+    """The deciding finding's mechanism (bot.diagnosis.mechanisms), None when it has none."""
+    symptom: str | None = None
+    """The symptom the run investigated (the localize step's `symptom`)."""
+    side: tuple[SideFinding, ...] = ()
+    """Findings that cannot explain the symptom ("also seen: power cap on gpu-node-09,
+    cannot stop collectives"): reported beside the verdict, with their own proposals."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -63,6 +72,10 @@ class Verdict:
             "detectors": list(self.detectors),
             "history": [dict(h) for h in self.history],
             "summary": self.summary,
+            "mechanism": self.mechanism,
+            "symptom": self.symptom,
+            "side_findings": [f.to_dict() for f in self.side],
+            "side_nodes": list(dict.fromkeys(n for f in self.side for n in f.nodes)),
         }
 
     @classmethod
@@ -80,12 +93,38 @@ class Verdict:
             unknown=tuple(Layer(layer) for layer in data.get("unknown_layers", [])),
             detectors=tuple(data.get("detectors", [])),
             history=tuple(dict(h) for h in data.get("history", [])),
+            mechanism=data.get("mechanism"),
+            symptom=data.get("symptom"),
+            side=tuple(SideFinding.from_dict(f) for f in data.get("side_findings", [])),
         )
 
 
-def localize(outcomes: Sequence[CheckOutcome]) -> Verdict:
-    """Rank layers by their findings and pick the verdict layer (see module docstring)."""
-    findings = [o.finding for o in outcomes if o.status is CheckStatus.FIRED and o.finding]
+def localize(outcomes: Sequence[CheckOutcome], *, symptom: Symptom | None = None) -> Verdict:
+    """Rank layers by the findings that can explain `symptom` and pick the verdict layer (see
+    module docstring); the others become side findings."""
+    fired = [o.finding for o in outcomes if o.status is CheckStatus.FIRED and o.finding]
+    sorted_out = sort_out(fired, symptom)
+    verdict = _rank(outcomes, sorted_out.pool)
+    if symptom is None:
+        return verdict
+    summary, confidence = verdict.summary, verdict.confidence
+    if not sorted_out.explained:
+        summary = f"nothing found can produce a {symptom.value.replace('_', ' ')}; {summary}"
+        confidence = max(0.05, confidence * UNEXPLAINED_FACTOR)
+    if sorted_out.side:
+        summary += f" (also seen: {'; '.join(f.describe() for f in sorted_out.side)})"
+    side_layers = {f.layer for f in sorted_out.side}
+    return replace(
+        verdict,
+        side=sorted_out.side,
+        symptom=symptom.value,
+        summary=summary,
+        confidence=confidence,
+        ruled_out=tuple(layer for layer in verdict.ruled_out if layer.value not in side_layers),
+    )
+
+
+def _rank(outcomes: Sequence[CheckOutcome], findings: Sequence[Finding]) -> Verdict:
     scores: dict[Layer, float] = {}
     for finding in findings:
         scores[finding.layer] = scores.get(finding.layer, 0.0) + SEVERITY_WEIGHT[finding.severity]
@@ -108,6 +147,7 @@ def localize(outcomes: Sequence[CheckOutcome]) -> Verdict:
     confidence = _confidence(scores, top, outcomes) * _unknown_factor(unknown)
     others = [f for f in findings if f.layer is not top]
     summary = _summary(top, details, top_findings)
+    lead = _culprit_findings(top_findings)[0]
     return Verdict(
         layer=top,
         confidence=confidence,
@@ -119,6 +159,7 @@ def localize(outcomes: Sequence[CheckOutcome]) -> Verdict:
         missing_signals=missing,
         summary=summary,
         unknown=unknown,
+        mechanism=lead.mechanism,
     )
 
 

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from bot.diagnosis.mechanisms import MECHANISMS, Symptom
 from integrations import durations
 
 STEP_ID = r"^[a-z][a-z0-9_]*$"
@@ -110,6 +111,9 @@ class CorrelateSpec(_Strict):
 
 class LocalizeSpec(_Strict):
     correlate: CorrelateSpec | None = None
+    symptom: Symptom | None = None
+    """What the run investigates (hang, slowdown, latency, errors, node_lost): only findings
+    whose mechanism can produce it may be the verdict (bot.diagnosis.mechanisms)."""
 
 
 class ApproveSpec(_Strict):
@@ -167,6 +171,8 @@ class Step(_Strict):
     severity: Literal["info", "warning", "critical"] = "warning"
     finding: str | None = None
     culprit: dict[str, str] = Field(default_factory=dict)
+    mechanism: str | None = None
+    """How this check's fault produces symptoms, a name from bot.diagnosis.mechanisms."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -181,6 +187,9 @@ class Step(_Strict):
             raise ValueError("a check step needs a 'layer'")
         if self.kind is StepKind.CHECK and self.finding is None:
             raise ValueError("a check step needs a 'finding' message")
+        if self.mechanism is not None and self.mechanism not in MECHANISMS:
+            known = ", ".join(sorted(MECHANISMS))
+            raise ValueError(f"unknown mechanism '{self.mechanism}' (known: {known})")
         return self
 
     @property

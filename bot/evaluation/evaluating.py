@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.config import Settings
+from bot.diagnosis.mechanisms import MECHANISMS
 from bot.engine.running import RunOutcome
 from bot.errors import OncallError, UserInputError
 from bot.evaluation.scoring import ScenarioResult, score
@@ -69,6 +70,12 @@ def load_scenarios(files: Sequence[Path]) -> list[Scenario]:
         scenario = load_scenario(path)  # ScenarioError names the file and the field
         if scenario.expect is None:
             raise UserInputError(f"{path}: field 'expect': required by eval (the ground truth)")
+        named = scenario.expect.finding
+        if named is not None and named not in MECHANISMS:
+            known = ", ".join(sorted(MECHANISMS))
+            raise UserInputError(
+                f"{path}: field 'expect.finding': unknown mechanism '{named}' (known: {known})"
+            )
         scenarios.append(scenario)
     return scenarios
 
@@ -93,14 +100,21 @@ def evaluate(paths: Iterable[Path], *, settings: Settings) -> list[ScenarioResul
 
 def isolated(settings: Settings) -> Settings:
     """The caller's settings with a throw-away in-memory database (and so an in-memory
-    checkpointer) and a policy that never auto-approves (every proposal waits for a human, so
-    the run stops at its approval) in dry-run."""
+    checkpointer), a policy that never auto-approves (every proposal waits for a human, so
+    the run stops at its approval) in dry-run, and leases no heartbeat needs to extend."""
     storage = settings.storage.model_copy(update={"url": "sqlite://"})
     policy = settings.policy.model_copy(update={"auto_approve_risks": [], "dry_run": True})
+    # One process owns the in-memory database: no other worker can take a lease over, and a
+    # heartbeat thread writing on its single connection mid-run (a run slower than the
+    # heartbeat, on a loaded machine) collides with the run's own transaction.
+    work = settings.work.model_copy(
+        update={"lease_seconds": 86_400.0, "heartbeat_seconds": 3_600.0}
+    )
     # Scenarios are simulated by definition: both ports are the simulator, whatever the
     # caller's settings point at (a real cluster is never touched by an evaluation).
     ports = {"cluster": "sim", "telemetry": "sim"}
-    return settings.model_copy(update={"storage": storage, "policy": policy, **ports})
+    update = {"storage": storage, "policy": policy, "work": work, **ports}
+    return settings.model_copy(update=update)
 
 
 def _run_one(rt: Runtime, scenario: Scenario) -> ScenarioResult:

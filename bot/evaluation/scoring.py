@@ -43,6 +43,15 @@ class ScenarioResult:
     """The run's status when eval stopped it: `awaiting_approval`, or `completed` when nothing
     was proposed. Never past an approval: eval carries nothing out."""
     error: str | None = None
+    expected_finding: str | None = None
+    """The deciding finding's mechanism the scenario names (`expect.finding`); None: unscored."""
+    predicted_finding: str | None = None
+    """The verdict's deciding mechanism."""
+
+    @property
+    def mechanism_correct(self) -> bool:
+        """The verdict's deciding mechanism is the expected one (true when none is expected)."""
+        return self.expected_finding is None or self.predicted_finding == self.expected_finding
 
     @property
     def layer_correct(self) -> bool:
@@ -86,6 +95,9 @@ class ScenarioResult:
             "proposed_actions": list(self.proposed_actions),
             "actions_correct": self.actions_correct,
             "forbidden_actions_proposed": list(self.forbidden_actions_proposed),
+            "expected_finding": self.expected_finding,
+            "predicted_finding": self.predicted_finding,
+            "mechanism_correct": self.mechanism_correct,
             "queries": self.queries,
             "diagnosis_ms": _ms(self.diagnosis_ms),
             "run_ms": _ms(self.run_ms),
@@ -136,6 +148,8 @@ def score(
         run_ms=run_ms,
         status=outcome.status if outcome else None,
         error=error,
+        expected_finding=expect.finding,
+        predicted_finding=verdict.get("mechanism"),
     )
 
 
@@ -169,6 +183,7 @@ def summarize(results: Sequence[ScenarioResult]) -> dict[str, Any]:
     """The totals `gpu-oncall eval --json` documents."""
     n = len(results)
     granular = [r for r in results if r.expected_devices]
+    reasoned = [r for r in results if r.expected_finding]
     times = [r.diagnosis_ms for r in results if r.diagnosis_ms is not None]
     runs = [r.run_ms for r in results if r.run_ms is not None]
     return {
@@ -176,6 +191,8 @@ def summarize(results: Sequence[ScenarioResult]) -> dict[str, Any]:
         "culprit_accuracy": _share(sum(r.culprit_correct for r in results), n),
         "device_scored": len(granular),
         "device_accuracy": _share(sum(r.device_correct for r in granular), len(granular)),
+        "mechanism_scored": len(reasoned),
+        "mechanism_accuracy": _share(sum(r.mechanism_correct for r in reasoned), len(reasoned)),
         "action_accuracy": _share(sum(r.actions_correct for r in results), n),
         "forbidden_action_count": sum(len(r.forbidden_actions_proposed) for r in results),
         "diagnosis_ms_median": _ms(statistics.median(times)) if times else None,
@@ -225,6 +242,10 @@ def render_table(results: Sequence[ScenarioResult]) -> list[str]:
                 f"{'':<{width}}  devices: {_names(r.expected_devices)} -> "
                 f"{_names(r.predicted_devices)}"
             )
+        if not r.mechanism_correct:
+            lines.append(
+                f"{'':<{width}}  mechanism: {r.expected_finding} -> {r.predicted_finding or 'none'}"
+            )
         if r.error:
             lines.append(f"{'':<{width}}  error: {r.error}")
     lines.extend(render_totals(results))
@@ -245,6 +266,8 @@ def render_totals(results: Sequence[ScenarioResult]) -> list[str]:
         f"({summary['culprit_accuracy']:.1%})",
         f"device culprits      {sum(r.device_correct for r in results if r.expected_devices)}/"
         f"{summary['device_scored']} scenarios naming a GPU/HCA",
+        f"mechanism accuracy   {sum(r.mechanism_correct for r in results if r.expected_finding)}/"
+        f"{summary['mechanism_scored']} scenarios naming their deciding finding",
         f"expected actions     {actions_ok}/{n} proposed in full",
         f"forbidden actions    {summary['forbidden_action_count']}",
     ]

@@ -85,6 +85,8 @@ def test_the_json_report_has_exactly_the_documented_shape(results: list[Scenario
         "culprit_accuracy",
         "device_scored",
         "device_accuracy",
+        "mechanism_scored",
+        "mechanism_accuracy",
         "action_accuracy",
         "forbidden_action_count",
         "diagnosis_ms_median",
@@ -107,10 +109,14 @@ def test_the_json_report_has_exactly_the_documented_shape(results: list[Scenario
             "proposed_actions",
             "actions_correct",
             "forbidden_actions_proposed",
+            "expected_finding",
+            "predicted_finding",
+            "mechanism_correct",
             "queries",
             "diagnosis_ms",
             "run_ms",
         }
         # A constant, whatever the fleet (the library runs 16 to 1,024 nodes): one query per
-        # signal a runbook reads (mfu-regression reads NVLink and PCIe too since issue 14).
-        assert isinstance(row["queries"], int) and row["queries"] <= 32
+        # signal a runbook reads (mfu-regression reads NVLink and PCIe too since issue 14; issue 22
+        # adds the recent-window reads, the XID onset read and allocatable GPUs).
+        assert isinstance(row["queries"], int) and row["queries"] <= 38

@@ -12,6 +12,7 @@ from langgraph.runtime import Runtime
 
 from bot.diagnosis.findings import CheckOutcome, CheckStatus, Culprit, Finding
 from bot.diagnosis.layers import Layer, Severity
+from bot.diagnosis.naming import backed_culprit
 from bot.engine.expressions import ExpressionError
 from bot.engine.loading import LoadedRunbook
 from bot.engine.schema import Step
@@ -100,11 +101,12 @@ def _finding(
         layer=Layer(step.layer or "workload"),
         severity=Severity(step.severity),
         summary=summary,
-        culprit=named,
+        culprit=backed_culprit(named, cited.rows),  # a gauge at 0 names no GPU
         evidence=cited.rows,
         affected=affected,
         outlier=cited.outlier,
         members=members,
+        mechanism=step.mechanism,
     )
 
 

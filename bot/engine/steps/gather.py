@@ -183,7 +183,10 @@ def make_signal_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
         try:
             result = runtime.context.telemetry.read(query)
             held = drop_held_values(  # a held gauge counts only if it changed (steps.freshness)
-                result, telemetry=runtime.context.telemetry, signals=runtime.context.signals
+                result,
+                telemetry=runtime.context.telemetry,
+                signals=runtime.context.signals,
+                now=runtime.context.clock.now(),
             )
             result, error, backend = held.result, None, None
         except TelemetryUnavailable as exc:

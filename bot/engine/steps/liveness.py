@@ -22,6 +22,7 @@ from typing import Any
 
 from bot.diagnosis.findings import CheckOutcome, CheckStatus, Culprit, Evidence, Finding
 from bot.diagnosis.layers import Layer, Severity
+from bot.diagnosis.spread import OUTLIER_RATIO
 from bot.engine.state import Deps
 from bot.engine.steps.common import parse_duration
 from integrations.errors import TelemetryUnavailable
@@ -116,7 +117,7 @@ def discount(
             finding is not None
             and finding.culprit.node in stuck
             and bool(finding.evidence)
-            and all(e.what in dcgm_signals for e in finding.evidence)
+            and all(e.what in dcgm_signals or _like_peers(e) for e in finding.evidence)
         )
         if rests_on_dcgm:
             names = tuple(sorted({e.what for e in finding.evidence})) if finding else ()
@@ -124,6 +125,14 @@ def discount(
                               missing_signals=names)
         out.append(outcome)
     return out
+
+
+def _like_peers(row: Evidence) -> bool:
+    """A non-dcgm reading that does not stand out from its peers' median supports nothing: a
+    straggler named from a frozen tensor-activity gauge is not rescued by a normal step time."""
+    if row.peer_median is None or not isinstance(row.value, int | float):
+        return False
+    return abs(float(row.value) - row.peer_median) <= OUTLIER_RATIO * abs(row.peer_median)
 
 
 def dcgm_signal_names(deps: Deps) -> frozenset[str]:

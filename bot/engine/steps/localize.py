@@ -28,6 +28,7 @@ from bot.engine.steps.remembering import with_history
 def make_localize_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
     checks = [s.id for s in loaded.runbook.steps if s.kind is StepKind.CHECK]
     spec = step.localize.correlate if step.localize else None
+    symptom = step.localize.symptom if step.localize else None
 
     def localize_node(state: RunState, runtime: Runtime[Deps]) -> dict[str, Any]:
         steps = state.get("steps", {})
@@ -36,7 +37,7 @@ def make_localize_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
         alive = probe(runtime.context, steps)  # a stuck exporter: its values are the past
         outcomes = discount(outcomes, alive, dcgm_signals=dcgm_signal_names(runtime.context))
         extra = [o for o in (unavailable, alive.outcome) if o is not None]
-        verdict = localize(outcomes + extra)
+        verdict = localize(outcomes + extra, symptom=symptom)
         if spec is not None:
             labels = node_labels(steps[s] for s in spec.sources if s in steps)
             verdict = correlate(
