@@ -41,6 +41,11 @@ STAMP_COLUMNS = (
 """The incident timestamps the figures are computed from (`mttr.compute_figures` arguments)."""
 CHECK = "check"
 """`incidents.kind` of a diagnosis that found nothing: left out of every MTTR figure."""
+FAILED = "failed"
+"""`incidents.kind` of an incident whose run could not start or never finished (state `failed`,
+and still after someone resolves it by hand): left out of every MTTR figure."""
+COUNTED = "incident"
+"""The only `incidents.kind` that has MTTR figures."""
 
 
 @dataclass(frozen=True)
@@ -160,7 +165,7 @@ def _columns_query() -> Any:
     c = _INCIDENTS.c
     stamps = (c[name] for name in STAMP_COLUMNS)
     columns = select(c.id, c.runbook, c.layer, c.severity, c.gpu_hours_lost, *stamps)
-    return columns.where(c.kind != CHECK)  # a check (nothing found) has no MTTR figures
+    return columns.where(c.kind == COUNTED)  # a check or a failed incident has no figures
 
 
 def _rows(session: Session, statement: Any) -> Iterator[IncidentFigureColumns]:

@@ -39,11 +39,11 @@ from bot.engine.policies import policy_for
 from bot.engine.recording import Recorder, StepDone, recording
 from bot.engine.snapshotting import snapshot_verdicts
 from bot.engine.state import Deps, RunState
+from bot.engine.targets import check_node_exists
 from bot.engine.working import FINISHED, DurableWork, StepCallback
 from bot.errors import NotFound, RunStateError, StepError, UserInputError
 from bot.incidents import lifecycle
 from bot.incidents.timeline import EventKind
-from integrations.errors import NodeNotFound
 from storage import approvals as approval_store
 from storage import incidents as incident_store
 from storage import runs as run_store
@@ -117,10 +117,14 @@ class RunEngine(DurableWork):
         self, loaded: LoadedRunbook, inputs: Mapping[str, Any], *, actor: str
     ) -> tuple[int, str]:
         """The incident a person's run is about, opened now or the open one for the same
-        runbook and target: its id and the target (the target input's value, else the runbook)."""
+        runbook and target: its id and the target (the target input's value, else the runbook).
+        A node target the cluster does not know is refused first (UnknownNodeError): no
+        incident is opened for a typo."""
         name = loaded.runbook.target_input
         target = str(inputs.get(name, "")) if name else loaded.name
         kind = loaded.runbook.inputs[name].type if name else "runbook"
+        if kind == "node":
+            check_node_exists(self.deps.cluster, target)
         now = self.deps.clock.now()
         with session_scope(self.db) as session:
             incident, _ = lifecycle.open_or_attach(
@@ -222,10 +226,7 @@ class RunEngine(DurableWork):
         return policy_for(self.deps.policy, loaded)
 
     def _check_node_exists(self, node: str) -> None:
-        try:
-            self.deps.cluster.nodes([node])
-        except NodeNotFound as exc:
-            raise NotFound(str(exc)) from exc
+        check_node_exists(self.deps.cluster, node)
 
     # -- resume ------------------------------------------------------------------------------
     def resume(
