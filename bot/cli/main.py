@@ -256,7 +256,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(args: argparse.Namespace, term: Terminal) -> int:
     try:
-        return dispatch(args, read_settings(), term)
+        settings = read_settings()
+        from bot.cli.log_format import configure_logging
+
+        configure_logging(settings, command=args.command)
+        return dispatch(args, settings, term)
     except PolicyDenied as exc:  # a refused approval: README promises exit 2
         _err(f"gpu-oncall: refused: {exc.reason}")
         return 2
@@ -472,10 +476,12 @@ def read_settings() -> Settings:
     from pydantic import ValidationError
     from pydantic_settings import SettingsError
 
-    from bot.config import Settings
+    from bot.config import UnknownSettingError, read_settings_checked
 
     try:
-        return Settings()
+        return read_settings_checked()
+    except UnknownSettingError as exc:
+        raise ConfigurationError(str(exc)) from exc
     except ValidationError as exc:
         raise ConfigurationError(describe_invalid_setting(exc)) from exc
     except SettingsError as exc:

@@ -206,6 +206,15 @@ class RunEngine(DurableWork):
         """Record a run of validated inputs (status `running`) and its start on the timeline."""
         name = loaded.runbook.target_input
         target = str(resolved.get(name, "")) if name else ""
+        logger.info(
+            "run %s of %s on INC-%s started by %s%s",
+            run_id[:8],
+            loaded.name,
+            incident_id,
+            requester,
+            f" for {target}" if target else "",
+            extra={"incident_id": incident_id, "run_id": run_id, "target": target},
+        )
         run_store.create_run(
             recorder.session,
             run_id=run_id,
@@ -506,6 +515,14 @@ class RunEngine(DurableWork):
         status = self._final_status(steps)
         with recording(self.db, self.deps.clock) as recorder:
             recorder.run_finished(incident_id, run_id, loaded, steps, status)
+        logger.info(
+            "run %s of %s on INC-%s %s",
+            run_id[:8],
+            loaded.name,
+            incident_id,
+            status,
+            extra={"incident_id": incident_id, "run_id": run_id},
+        )
         return self._outcome(loaded, run_id, incident_id, status, steps)
 
     @staticmethod

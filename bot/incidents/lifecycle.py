@@ -10,6 +10,7 @@ Times are passed in (from the Clock); nothing here calls now(). The caller commi
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -20,13 +21,14 @@ from bot.errors import UserInputError
 from bot.incidents.costing import read_gpu_hours
 from bot.incidents.gpu_hours import GpuHours
 from bot.incidents.mttr import TimestampOrderError, check_order, format_duration
-from bot.incidents.opening import OpenRequest, clamp_fired_at, opening_events
+from bot.incidents.opening import OpenRequest, clamp_fired_at, log_opened, opening_events
 from bot.incidents.states import IncidentState, check_transition
 from bot.incidents.timeline import PINNED_BY_DEFAULT, EventKind, is_human_actor
 from storage import incidents as store
 from storage.errors import IncidentAlreadyOpenError
 from storage.tables import Incident, TimelineEvent
 
+logger = logging.getLogger(__name__)
 
 def _aware(value: datetime, name: str) -> datetime:
     if value.tzinfo is None or value.utcoffset() is None:
@@ -118,6 +120,7 @@ def open_incident(
         _id(incident), request, reported=reported, detected_at=detected_at, actor=actor
     ):
         record(session, **event)
+    log_opened(_id(incident), request, actor=actor)
     return incident
 
 
@@ -214,6 +217,10 @@ def transition(
     )
     if dst is IncidentState.RESOLVED:
         _record_resolved(session, incident, at=at, actor=actor, reason=reason)
+    logger.info(
+        "%s %s by %s%s", incident.ref, verb, actor, f": {reason}" if reason else "",
+        extra={"incident_id": _id(incident)},
+    )
     return incident
 
 
