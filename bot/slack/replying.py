@@ -2,7 +2,7 @@
 
 `diagnose` and `run` validate the inputs, post the triage message, open (or attach to) the
 incident and hand the run to the run pool; the rest read the database and answer ephemerally,
-except `postmortem`, which uploads the Markdown export to the channel for everyone.
+except `postmortem`, which uploads the HTML postmortem to the channel for everyone.
 """
 
 from __future__ import annotations
