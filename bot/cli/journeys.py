@@ -231,6 +231,19 @@ def after_run(rt: Runtime, term: Terminal, outcome: RunOutcome) -> None:
     term.line(f"  Run {outcome.run_id[:8]} {outcome.status}; {outcome.incident} is {state}.")
 
 
+def still_pending(term: Terminal, outcome: RunOutcome) -> None:
+    """After a partial approval: the actions still awaiting one, their expiry and the command."""
+    if outcome.status != "awaiting_approval" or outcome.approval is None:
+        return
+    term.heading(
+        f"Still awaiting approval ({outcome.incident}, expires "
+        f"{_hhmm(outcome.approval['expires_at'])} UTC)"
+    )
+    term.proposals(outcome.approval.get("proposals", []))
+    term.line(f"  Approve with:  gpu-oncall approve {outcome.incident} [--only ACTION]")
+    term.line(f"  Reject with:   gpu-oncall reject {outcome.incident} --reason '...'")
+
+
 def print_incident(rt: Runtime, term: Terminal, incident_id: int, *, timeline: bool = True) -> None:
     with session_scope(rt.db) as session:
         row = incident_store.get_incident(session, incident_id)

@@ -101,6 +101,15 @@ def build_parser() -> argparse.ArgumentParser:
             help="decide for another person (needs the admin role, GPU_ONCALL_IDENTITY__ADMINS)",
         )
         decide.add_argument("--reason", default="")
+        if verb == "approve":
+            decide.add_argument(
+                "--only",
+                action="append",
+                default=[],
+                metavar="ACTION",
+                help="approve only this action (repeatable); the others stay pending, "
+                "with their own expiry",
+            )
         decide.add_argument("--scenario", type=Path, help=argparse.SUPPRESS)
         decide.add_argument("--json", action="store_true")
 
@@ -387,6 +396,7 @@ def _runs(args: argparse.Namespace, settings: Settings, term: Terminal, *, user:
             reason=args.reason,
             scenario=args.scenario,
             as_json=args.json,
+            only=[a for item in getattr(args, "only", []) for a in item.split(",") if a],
         )
     diagnose = args.command == "diagnose"
     return runs.run_runbook(

@@ -247,8 +247,13 @@ class RunEngine(DurableWork):
         reason: str = "",
         on_step: StepCallback | None = None,
         groups: Collection[str] = (),
+        only: Collection[str] = (),
     ) -> RunOutcome:
         """Approve or reject the run's pending approval and drive the run to its end.
+
+        `only` approves a subset: the named actions run now, the others stay pending as a new
+        approval with its own expiry (bot/engine/steps/remediate.py); the approver policy is
+        checked against the risks of the approved actions alone.
 
         `groups` are the approver groups `actor` belongs to (e.g. Slack user groups), resolved
         by the caller. An approval must pass the approver policy; the safety limits are checked
@@ -277,8 +282,10 @@ class RunEngine(DurableWork):
         assert pending is not None and pending.id is not None
         with session_scope(self.db) as session:
             incident_id = run.incident_id
+            proposals = list(pending.payload.get("proposals", []))
+            chosen = choose_actions(proposals, only) if decision == "approve" else proposals
             if decision == "approve" and now < pending.expires_at:
-                risks = [Risk(p["risk"]) for p in pending.payload.get("proposals", [])]
+                risks = [Risk(p["risk"]) for p in chosen]
                 requester = str(pending.payload.get("requester", ""))
                 check_approver(
                     self.policy_for(run.runbook),
@@ -300,7 +307,11 @@ class RunEngine(DurableWork):
                 )
             except ApprovalNotPendingError as exc:
                 raise RunStateError(str(exc)) from exc
-            answer = {"decision": decision, "actor": actor, "at": now.isoformat(), "reason": reason}
+            answer: dict[str, Any] = {
+                "decision": decision, "actor": actor, "at": now.isoformat(), "reason": reason
+            }
+            if only and decision == "approve":
+                answer["only"] = sorted({str(p["action"]) for p in chosen})
             item = self.record_work(
                 session,
                 kind="resume",
@@ -570,6 +581,23 @@ class RunEngine(DurableWork):
         if any(d in ("rejected", "expired") for d in decisions):
             return "rejected"
         return "completed"
+
+
+def choose_actions(
+    proposals: Sequence[Mapping[str, Any]], only: Collection[str]
+) -> list[Mapping[str, Any]]:
+    """The proposals `only` names by action (all of them when `only` is empty); a name that is
+    not among them is a UserInputError listing the ones that are."""
+    if not only:
+        return list(proposals)
+    names = {str(p["action"]) for p in proposals}
+    unknown = sorted(set(only) - names)
+    if unknown:
+        raise UserInputError(
+            f"--only {unknown[0]}: not among the actions awaiting approval "
+            f"({', '.join(sorted(names))})"
+        )
+    return [p for p in proposals if str(p["action"]) in only]
 
 
 def _is_timer(value: Any) -> bool:
