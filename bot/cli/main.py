@@ -121,6 +121,20 @@ def build_parser() -> argparse.ArgumentParser:
         "-o", "--output", type=Path, help="write to this file (and print its path)"
     )
 
+    item = sub.add_parser("action", help="record a postmortem action item with owner and due date")
+    item.add_argument("incident")
+    item.add_argument("owner", help="who owns it, e.g. @alice")
+    item.add_argument("text", nargs="+")
+    item.add_argument("--due", metavar="YYYY-MM-DD", help="when it is due")
+    section = sub.add_parser(
+        "section", help="write a postmortem section in your words (drafts never overwrite it)"
+    )
+    section.add_argument("incident")
+    section.add_argument(
+        "section", help="summary, impact, root_cause, contributing, went_well or went_badly"
+    )
+    section.add_argument("text", nargs="+")
+
     evaluate = sub.add_parser(
         "eval", help="run scenario files through their triggers and score the diagnoses"
     )
@@ -329,6 +343,18 @@ def dispatch(args: argparse.Namespace, settings: Settings, term: Terminal) -> in
             fmt=args.format,
             pinned=args.pinned,
             output=args.output,
+        )
+    if args.command in ("action", "section"):
+        from bot.cli import postmortems as postmortem_commands
+
+        text = " ".join(args.text)
+        if args.command == "action":
+            return postmortem_commands.add_action_item(
+                settings, term, ref=args.incident, owner=args.owner, text=text, due=args.due,
+                actor=user,
+            )
+        return postmortem_commands.write_section(
+            settings, term, ref=args.incident, section=args.section, text=text, actor=user
         )
     if args.command in ("demo", "diagnose", "run", "approve", "reject"):
         return _runs(args, settings, term, user=user)

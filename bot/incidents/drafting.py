@@ -11,7 +11,7 @@ unassigned and undated. Markdown, HTML and JSON render the same `Sections`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
@@ -55,18 +55,37 @@ class Sections:
         return data
 
 
+PROSE_SECTIONS = ("summary", "impact", "root_cause", "contributing", "went_well", "went_badly")
+"""Sections a person may write (`gpu-oncall postmortem-edit`); their text replaces the draft."""
+
+
 def draft_sections(incident: IncidentView, story: Story, events: Sequence[EventView]) -> Sections:
-    """The sections as the record tells them (see the module docstring)."""
+    """The sections as the record tells them (see the module docstring); a section a person
+    wrote (`story.written`) is theirs, and recorded action items come before the drafts."""
     figures = _figures(incident)
-    return Sections(
+    drafted = Sections(
         summary=_summary(incident, story),
         impact=tuple(_impact(incident, story, events, figures)),
         root_cause=_root_cause(incident, story),
         contributing=tuple(_contributing(story)),
         went_well=tuple(_went(figures, well=True) + _well_from_timeline(events, story)),
         went_badly=tuple(_went(figures, well=False) + _badly_from_timeline(events, story)),
-        action_items=tuple(ActionItem(text) for text in follow_ups(incident, story, events)),
+        action_items=(
+            *(ActionItem(text, owner, due, draft=False) for text, owner, due in story.action_items),
+            *(ActionItem(text) for text in follow_ups(incident, story, events)),
+        ),
     )
+    return _with_written(drafted, story.written)
+
+
+def _with_written(drafted: Sections, written: Mapping[str, str]) -> Sections:
+    changes: dict[str, Any] = {}
+    for name, text in written.items():
+        if name not in PROSE_SECTIONS:
+            continue
+        current = getattr(drafted, name)
+        changes[name] = (text,) if isinstance(current, tuple) else text
+    return replace(drafted, **changes)
 
 
 def _figures(incident: IncidentView) -> MttrFigures | None:

@@ -19,6 +19,7 @@ from bot.incidents.views import EventView, IncidentView, event_views, incident_v
 from storage import actions as action_store
 from storage import approvals as approval_store
 from storage import incidents as store
+from storage import postmortem_notes as notes_store
 from storage import runs as run_store
 from storage import snapshots as snapshot_store
 from storage.tables import Incident
@@ -76,7 +77,13 @@ def read_story(session: Session, incident_id: int, *, now: datetime | None = Non
     )
     verdict = next((r.verdict for r in runs if r.verdict), None) or {}
     snapshot = snapshot_store.latest_snapshot(session, incident_id=incident_id)
+    written = notes_store.written_sections(session, incident_id=incident_id)
+    items = notes_store.list_action_items(session, incident_id=incident_id)
     return Story(
+        written={name: row.text for name, row in written.items()},
+        action_items=tuple(
+            (i.text, i.owner, i.due.isoformat() if i.due else None) for i in items
+        ),
         verdict=verdict,
         approvals=tuple(
             ApprovalView(

@@ -82,6 +82,10 @@ class Story:
     actions: tuple[ActionView, ...] = ()
     snapshot: SnapshotView | None = None
     extra_figures: tuple[ExtraFigure, ...] = ()
+    written: Mapping[str, str] = field(default_factory=dict)
+    """Postmortem sections people wrote (section name -> text): drafts never replace them."""
+    action_items: tuple[tuple[str, str, str | None], ...] = ()
+    """Action items people recorded: (text, owner, due date ISO or None)."""
 
     def evidence(self) -> list[tuple[str, str, str]]:
         """(layer/severity, summary, cited evidence) per finding of the verdict."""
