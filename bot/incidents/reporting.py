@@ -6,7 +6,9 @@ The renderers (`postmortem.py`, Slack blocks, the terminal) only ever see `Incid
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
+from typing import Any
 
 from sqlmodel import Session
 
@@ -67,6 +69,28 @@ def read_postmortem(
     )
 
 
+def _awaiting(payload: Mapping[str, Any]) -> tuple[str, ...]:
+    return tuple(
+        f"{p.get('description') or p.get('action')} [risk {p.get('risk')}]"
+        for p in payload.get("proposals", []) or []
+        if isinstance(p, Mapping)
+    )
+
+
+def who_may_approve(payload: Mapping[str, Any]) -> str:
+    """`anyone but cli:alice for high-risk actions` / `U1, S2`: from the policy the approval
+    request recorded (its approvers, the two-person risks and the requester)."""
+    policy = payload.get("policy") or {}
+    approvers = ", ".join(policy.get("approvers") or []) or "anyone"
+    requester = str(payload.get("requester") or "")
+    proposals = [p for p in payload.get("proposals", []) or [] if isinstance(p, Mapping)]
+    risks = {str(p.get("risk")) for p in proposals}
+    barred = sorted(risks & set(policy.get("two_person_risks") or []))
+    if barred and requester and requester not in ("bot", "alertmanager"):
+        return f"{approvers}, except {requester} (two-person rule: {'/'.join(barred)} risk)"
+    return approvers
+
+
 def read_story(session: Session, incident_id: int, *, now: datetime | None = None) -> Story:
     """The verdict of the incident's latest localized run, its approvals, actions, latest
     evidence snapshot (storage/snapshots.py) and GPU-hours lost (bot/incidents/costing.py)."""
@@ -93,6 +117,9 @@ def read_story(session: Session, incident_id: int, *, now: datetime | None = Non
                 decided_at=a.decided_at,
                 actor=a.actor,
                 reason=a.reason,
+                awaiting=_awaiting(a.payload),
+                who_may_approve=who_may_approve(a.payload),
+                expires_at=a.expires_at,
             )
             for a in approval_store.list_approvals(session, incident_id=incident_id)
         ),

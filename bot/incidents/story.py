@@ -28,6 +28,11 @@ class ApprovalView:
     decided_at: datetime | None = None
     actor: str | None = None
     reason: str | None = None
+    awaiting: tuple[str, ...] = ()
+    """What the approval would let run: each proposal's description and risk."""
+    who_may_approve: str = ""
+    """Who may approve, in words (the policy's approvers and the two-person rule)."""
+    expires_at: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ Covers: a requester under the two-person rule may approve their own medium-risk 
 once, and the drain and ticket stay pending as a new approval asked when the cordon was
 approved; the requester's approval of the high-risk rest is refused (exit 2); another person
 approves the rest and the run completes; a rejected rest leaves those actions not run, on the
-record; `--only` naming an action not awaiting approval exits 2 naming the ones that are.
+record; the postmortem page lists what awaits approval and who may approve it; `--only`
+naming an action not awaiting approval exits 2 naming the ones that are.
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ def waiting(tmp_path: Path) -> None:
 
 def test_cordon_alone_now_and_the_rest_by_another_person(tmp_path: Path) -> None:
     waiting(tmp_path)
+    page = ok(cli(tmp_path, "postmortem", "INC-1", "--format", "html"))
+    assert '<section id="pending-approvals">' in page
+    assert "Who may approve: anyone, except cli:alice (two-person rule: high risk)" in page
     cordoned = ok(cli(tmp_path, "approve", "INC-1", "--only", "cordon"))
     assert "Still awaiting approval (INC-1" in cordoned
     assert "drain gpu-node-03" in cordoned and "open_ticket gpu-node-03" in cordoned
