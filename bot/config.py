@@ -8,13 +8,16 @@ Variables are `GPU_ONCALL_<GROUP>__<FIELD>`, e.g. `GPU_ONCALL_STORAGE__URL`,
 from __future__ import annotations
 
 import ast
+import difflib
 import json
 import sys
+import typing
+from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -423,6 +426,18 @@ class EvidenceSettings(SettingsGroup):
     current."""
 
 
+class LogSettings(SettingsGroup):
+    """What the bot writes to its log (standard error)."""
+
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] | None = None
+    """Lowest level logged. Unset: `INFO` for `serve` (its effective settings at start, each
+    incident, run and action), `WARNING` for the other commands (their output is the answer)."""
+    format: Literal["text", "json"] = "text"
+    """`text`: `LEVEL logger: message`; `json`: one JSON object per line (`at`, `level`,
+    `logger`, `message`, and `incident_id`, `run_id`, `step`, `action` when known), for a log
+    shipper."""
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="GPU_ONCALL_",
@@ -451,8 +466,10 @@ class Settings(BaseSettings):
     agent: AgentSettings = Field(default_factory=AgentSettings)
     evidence: EvidenceSettings = Field(default_factory=EvidenceSettings)
     identity: IdentitySettings = Field(default_factory=IdentitySettings)
+    log: LogSettings = Field(default_factory=LogSettings)
     runbook_dirs: list[Path] = Field(default_factory=list)
-    """Extra directories of operator runbooks, loaded after the shipped ones."""
+    """Extra directories of operator runbooks, loaded after the shipped ones. Each must exist:
+    a missing one is a start-up error, not a silently smaller catalog."""
     telemetry: Literal["sim", "prometheus"] = "sim"
     """Telemetry backend: `sim` (the in-process simulated fleet) or `prometheus` (a real
     Prometheus at `prometheus.url`; docs/operations.md)."""
@@ -461,6 +478,69 @@ class Settings(BaseSettings):
     server, settings in `kubernetes`; docs/operations.md) or `slurm` (slurmctld through
     slurmrestd and scontrol, settings in `slurm`; docs/slurm.md). Chosen independently of
     `telemetry`; with neither `sim`, no simulated fleet is built."""
+
+    @field_validator("runbook_dirs")
+    @classmethod
+    def _runbook_dirs_exist(cls, dirs: list[Path]) -> list[Path]:
+        for folder in dirs:
+            if not folder.is_dir():
+                missing = "is not a directory" if folder.exists() else "does not exist"
+                raise ValueError(f"runbook directory '{folder}' {missing}")
+        return dirs
+
+
+def read_settings_checked(*, env_file: Path = Path(".env")) -> Settings:
+    """Settings from the environment and `.env`, after refusing any `GPU_ONCALL_*` name there
+    that no setting reads (UnknownSettingError). The only reader of `os.environ`."""
+    import os
+
+    check_setting_variables(os.environ, source="environment")
+    if env_file.is_file():
+        from dotenv import dotenv_values
+
+        check_setting_variables(dotenv_values(env_file), source=str(env_file))
+    return Settings()
+
+
+NODE_AGENT_VARIABLES = frozenset({"GPU_ONCALL_ACTION", "GPU_ONCALL_NODE", "GPU_ONCALL_GPU"})
+"""Variables the bot sets for its node agent's Job (integrations/node_jobs.py), not settings."""
+
+
+class UnknownSettingError(ValueError):
+    """A `GPU_ONCALL_*` variable names no setting (a typo would otherwise be ignored)."""
+
+
+def setting_variables() -> dict[str, bool]:
+    """Every `GPU_ONCALL_*` variable a setting reads -> whether deeper `__KEY`s nest under it
+    (a mapping, or a whole group given as JSON)."""
+    names: dict[str, bool] = {}
+    for name, field in Settings.model_fields.items():
+        variable = f"GPU_ONCALL_{name.upper()}"
+        group = field.annotation
+        if isinstance(group, type) and issubclass(group, BaseModel):
+            names[variable] = False
+            for sub, info in group.model_fields.items():
+                nested = typing.get_origin(info.annotation) is dict or info.annotation is dict
+                names[f"{variable}__{sub.upper()}"] = nested
+        else:
+            names[variable] = False
+    return names
+
+
+def check_setting_variables(names: Iterable[str], *, source: str = "environment") -> None:
+    """Raise UnknownSettingError for the first `GPU_ONCALL_*` name in `names` that no setting
+    reads, naming the closest valid variable. Case-insensitive, as the settings are."""
+    known = setting_variables()
+    nesting = tuple(f"{v}__" for v, nested in known.items() if nested)
+    for raw in sorted(names):
+        name = raw.upper()
+        if not name.startswith("GPU_ONCALL_") or name in NODE_AGENT_VARIABLES:
+            continue
+        if name in known or name.startswith(nesting):
+            continue
+        close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]}?" if close else "; docs/configuration.md lists them"
+        raise UnknownSettingError(f"configuration: {raw} ({source}) is not a setting{hint}")
 
 
 def render_settings_doc() -> str:

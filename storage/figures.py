@@ -41,6 +41,11 @@ STAMP_COLUMNS = (
 """The incident timestamps the figures are computed from (`mttr.compute_figures` arguments)."""
 CHECK = "check"
 """`incidents.kind` of a diagnosis that found nothing: left out of every MTTR figure."""
+FAILED = "failed"
+"""`incidents.kind` of an incident whose run could not start or never finished (state `failed`,
+and still after someone resolves it by hand): left out of every MTTR figure."""
+COUNTED = "incident"
+"""The only `incidents.kind` that has MTTR figures."""
 
 
 @dataclass(frozen=True)

@@ -125,7 +125,8 @@ def list_resolved(
 ) -> list[Incident]:
     """Incidents resolved in [since, until), oldest first (for MTTR summaries)."""
     statement = select(Incident).where(col(Incident.resolved_at) >= since)
-    statement = statement.where(Incident.kind != "check")  # checks have no MTTR figures
+    # checks (nothing found) and failed incidents (no run finished) have no MTTR figures
+    statement = statement.where(Incident.kind == "incident")
     if until is not None:
         statement = statement.where(col(Incident.resolved_at) < until)
     return list(session.exec(statement.order_by(col(Incident.resolved_at), col(Incident.id))))

@@ -10,7 +10,7 @@ JSON columns hold plain data only (dicts/lists of str, int, float, bool, None).
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 from sqlalchemy import JSON, BigInteger, Column, Index, UniqueConstraint, text
@@ -361,3 +361,33 @@ class GpuHistoryRow(SQLModel, table=True):
     run_id: str
     detail: str = ""
     at: datetime = _at()
+
+
+class ActionItemRow(SQLModel, table=True):
+    """A postmortem action item a person recorded (`gpu-oncall action`, `/gpu action`): what to
+    do, who owns it and by when. Drafts drawn from the record are not stored; these are."""
+
+    __tablename__ = "action_items"
+
+    id: int | None = Field(default=None, primary_key=True)
+    incident_id: int = Field(foreign_key="incidents.id", index=True)
+    text: str
+    owner: str
+    due: date | None = None
+    created_by: str
+    created_at: datetime = _at()
+
+
+class ProseSectionRow(SQLModel, table=True):
+    """A postmortem section a person wrote (summary, impact, root cause, went well / badly):
+    it replaces the drafted text and nothing the bot drafts later overwrites it."""
+
+    __tablename__ = "postmortem_prose"
+    __table_args__ = (UniqueConstraint("incident_id", "section", name="uq_postmortem_prose"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    incident_id: int = Field(foreign_key="incidents.id", index=True)
+    section: str
+    text: str
+    written_by: str
+    written_at: datetime = _at()

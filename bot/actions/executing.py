@@ -10,6 +10,7 @@ is recorded `blocked` with the reason and never runs; that is a result, not a fa
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -17,6 +18,8 @@ from typing import Any, Protocol
 
 from bot.actions.types import ActionContext, ActionResult, ActionSpec
 from integrations.errors import IntegrationError
+
+logger = logging.getLogger(__name__)
 
 BLOCKED = "blocked"
 """The status and outcome of an action a safety limit stopped (bot/actions/limits.py)."""
@@ -107,6 +110,14 @@ def execute_once(
         status = "skipped" if result.outcome in skipped else status
     payload = result.to_dict() | _about(spec, target)
     ledger.finish(key=ctx.idempotency_key, status=status, result=payload, at=ctx.clock.now())
+    logger.info(
+        "action %s on %s %s: %s",
+        spec.name,
+        target,
+        status,
+        result.detail,
+        extra={"run_id": ctx.run_id, "step": step_id, "action": spec.name, "target": target},
+    )
     return payload
 
 

@@ -173,12 +173,50 @@ def check_approver(
             f"{principal} is not an approver{scope} (approvers: {', '.join(sorted(approvers))}); "
             "ask one of them to approve"
         )
-    high = sorted({r.value for r in risks if r in policy.two_person_risks})
+    high = two_person_risks_of(policy, risks)
     if high and requester in (principal, operator):
-        raise PolicyDenied(
-            f"two-person rule: {requester} requested this {'/'.join(high)}-risk action and "
-            "cannot also approve it; ask another approver"
-        )
+        refusal = two_person_refusal(policy, requester=requester, risks=high, runbook=runbook)
+        raise PolicyDenied(refusal)
+
+
+TWO_PERSON_SETTING = "GPU_ONCALL_POLICY__TWO_PERSON_RISKS"
+"""The setting that decides which risks fall under the two-person rule."""
+
+
+def two_person_risks_of(policy: Policy, risks: Iterable[Risk]) -> list[str]:
+    """The risks among `risks` under the two-person rule (names, lowest first)."""
+    order = list(Risk)
+    return [r.value for r in sorted(set(risks) & policy.two_person_risks, key=order.index)]
+
+
+def two_person_refusal(
+    policy: Policy, *, requester: str, risks: Sequence[str], runbook: str | None
+) -> str:
+    """Why `requester` may not approve their own request, who else may, and what changes the
+    rule: the runbook's `policy.two_person_risks` when it sets one, else the setting."""
+    approvers = sorted(approvers_of(policy, runbook) - {requester})
+    others = ", ".join(approvers) if approvers else f"anyone but {requester}"
+    own = any(o.startswith(f"runbook {runbook} policy: two-person") for o in policy.overrides)
+    rule = (
+        f"runbook {runbook}'s `policy.two_person_risks`"
+        if own
+        else f"{TWO_PERSON_SETTING} (now {_json_risks(policy.two_person_risks)}; [] turns it off)"
+    )
+    how = (
+        " (on the CLI another user runs `gpu-oncall approve`, or set "
+        "GPU_ONCALL_IDENTITY__CLI_USER; `--as` needs the admin role)"
+        if requester.startswith("cli:")
+        else ""
+    )
+    return (
+        f"two-person rule: {requester} requested this {'/'.join(risks)}-risk action and cannot "
+        f"also approve it; who else may approve: {others}{how}; the rule is set by {rule}"
+    )
+
+
+def _json_risks(risks: Collection[Risk]) -> str:
+    order = list(Risk)
+    return "[" + ", ".join(f'"{r.value}"' for r in sorted(risks, key=order.index)) + "]"
 
 
 def is_expired(expires_at: datetime, now: datetime) -> bool:

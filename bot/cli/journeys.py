@@ -14,6 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 from bot.actions import outcomes
 from bot.actions.impact import approval_notes
+from bot.actions.policy import (
+    TWO_PERSON_SETTING,
+    Risk,
+    two_person_refusal,
+    two_person_risks_of,
+)
 from bot.cli.terminal import Terminal
 from bot.engine.loading import LoadedRunbook
 from bot.engine.running import RunOutcome
@@ -161,6 +167,7 @@ def _approval(
     for line in approval_notes(outcome.approval):
         term.line(f"    {line}")
     if yes:
+        _refuse_self_approval(rt, term, outcome, user=user)
         answer = "y"
         term.line(f"  --yes: approving as {user}")
     elif interactive:
@@ -168,6 +175,11 @@ def _approval(
     else:
         term.line("  No terminal to ask on, and --yes was not given: the run waits, checkpointed.")
         term.line(f"  Approve with:  gpu-oncall approve {outcome.incident}")
+        if _self_approval_barred(rt, outcome, user=user):
+            term.line(
+                f"  (by another approver: {user} requested it, and the two-person rule "
+                f"({TWO_PERSON_SETTING}) bars approving your own request)"
+            )
         term.line(f"  Reject with:   gpu-oncall reject {outcome.incident} --reason '...'")
         return None
     decision = "approve" if answer in ("y", "yes") else "reject"
@@ -182,6 +194,34 @@ def _approval(
         term.line(f"  refused: {exc}")
         term.line(f"  The approval stays pending: gpu-oncall approve {outcome.incident}")
         return None
+
+
+def _self_approval_barred(rt: Runtime, outcome: RunOutcome, *, user: str) -> list[str]:
+    """The risks of the waiting approval the two-person rule bars `user` (its requester) from
+    approving; empty when `user` may approve it."""
+    approval = outcome.approval or {}
+    if str(approval.get("requester", "")) != user:
+        return []
+    policy = rt.engine.policy_for(outcome.runbook)
+    return two_person_risks_of(policy, [Risk(p["risk"]) for p in approval.get("proposals", [])])
+
+
+def _refuse_self_approval(rt: Runtime, term: Terminal, outcome: RunOutcome, *, user: str) -> None:
+    """Say up front, before trying, when `--yes` cannot approve: `user` requested the run and the
+    two-person rule covers one of its actions. Raises PolicyDenied (exit 2); the run waits."""
+    high = _self_approval_barred(rt, outcome, user=user)
+    if not high:
+        return
+    policy = rt.engine.policy_for(outcome.runbook)
+    term.line(
+        f"  --yes cannot approve: {user} requested this run, and the two-person rule "
+        f"forbids approving your own {'/'.join(high)}-risk request."
+    )
+    term.line("  The run waits, checkpointed, for another approver to run:")
+    term.line(f"    gpu-oncall approve {outcome.incident}")
+    raise PolicyDenied(
+        two_person_refusal(policy, requester=user, risks=high, runbook=outcome.runbook)
+    )
 
 
 def after_run(rt: Runtime, term: Terminal, outcome: RunOutcome) -> None:
@@ -201,6 +241,19 @@ def acted_exit_code(outcome: RunOutcome) -> int:
     results = outcomes.action_results(outcome.steps)
     failed = any(r.get("outcome") == "failed" for r in results)
     return 1 if failed or outcomes.partly_done(results) else 0
+
+
+def still_pending(term: Terminal, outcome: RunOutcome) -> None:
+    """After a partial approval: the actions still awaiting one, their expiry and the command."""
+    if outcome.status != "awaiting_approval" or outcome.approval is None:
+        return
+    term.heading(
+        f"Still awaiting approval ({outcome.incident}, expires "
+        f"{_hhmm(outcome.approval['expires_at'])} UTC)"
+    )
+    term.proposals(outcome.approval.get("proposals", []))
+    term.line(f"  Approve with:  gpu-oncall approve {outcome.incident} [--only ACTION]")
+    term.line(f"  Reject with:   gpu-oncall reject {outcome.incident} --reason '...'")
 
 
 def print_incident(rt: Runtime, term: Terminal, incident_id: int, *, timeline: bool = True) -> None:

@@ -27,6 +27,8 @@ SHOWN_EVENTS = 40
 
 LISTED = 50
 """Incidents `incidents` lists (the newest)."""
+_NO_FIGURES = {"check": "check (no fault found)", "failed": "failed (no run finished)"}
+"""What the MTTR column says for the incident kinds that have no figures."""
 
 
 def _db(settings: Settings) -> Engine:
@@ -64,7 +66,7 @@ def list_incidents(
     for v in views:
         figures = compute_figures(**v.timestamps())
         mttr = format_duration(figures.mttr) if figures.mttr else "-"
-        mttr = "check (no fault found)" if v.kind == "check" else mttr
+        mttr = _NO_FIGURES.get(v.kind, mttr)
         term.line(
             f"{v.ref:<8} {v.state:<18} {v.severity:<9} {v.runbook:<16} {v.target:<16} "
             f"{v.layer or '-':<13} {mttr}"
@@ -124,7 +126,7 @@ def show_incident(settings: Settings, term: Terminal, *, ref: str, as_json: bool
 
 
 def _header(view: IncidentView) -> list[str]:
-    kind = " — a check: no fault found, no MTTR" if view.kind == "check" else ""
+    kind = f" — {_NO_FIGURES[view.kind]}, no MTTR" if view.kind in _NO_FIGURES else ""
     lines = [
         f"{view.ref}  {view.title}",
         f"state {view.state} · severity {view.severity} · runbook {view.runbook} · "

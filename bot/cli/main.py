@@ -107,6 +107,15 @@ def build_parser() -> argparse.ArgumentParser:
             help="decide for another person (needs the admin role, GPU_ONCALL_IDENTITY__ADMINS)",
         )
         decide.add_argument("--reason", default="")
+        if verb == "approve":
+            decide.add_argument(
+                "--only",
+                action="append",
+                default=[],
+                metavar="ACTION",
+                help="approve only this action (repeatable); the others stay pending, "
+                "with their own expiry",
+            )
         decide.add_argument("--scenario", type=Path, help=argparse.SUPPRESS)
         decide.add_argument("--json", action="store_true")
 
@@ -117,6 +126,20 @@ def build_parser() -> argparse.ArgumentParser:
     postmortem.add_argument(
         "-o", "--output", type=Path, help="write to this file (and print its path)"
     )
+
+    item = sub.add_parser("action", help="record a postmortem action item with owner and due date")
+    item.add_argument("incident")
+    item.add_argument("owner", help="who owns it, e.g. @alice")
+    item.add_argument("text", nargs="+")
+    item.add_argument("--due", metavar="YYYY-MM-DD", help="when it is due")
+    section = sub.add_parser(
+        "section", help="write a postmortem section in your words (drafts never overwrite it)"
+    )
+    section.add_argument("incident")
+    section.add_argument(
+        "section", help="summary, impact, root_cause, contributing, went_well or went_badly"
+    )
+    section.add_argument("text", nargs="+")
 
     evaluate = sub.add_parser(
         "eval", help="run scenario files through their triggers and score the diagnoses"
@@ -262,7 +285,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(args: argparse.Namespace, term: Terminal) -> int:
     try:
-        return dispatch(args, read_settings(), term)
+        settings = read_settings()
+        from bot.cli.log_format import configure_logging
+
+        configure_logging(settings, command=args.command)
+        return dispatch(args, settings, term)
     except PolicyDenied as exc:  # a refused approval: README promises exit 2
         _err(f"gpu-oncall: refused: {exc.reason}")
         return 2
@@ -322,6 +349,18 @@ def dispatch(args: argparse.Namespace, settings: Settings, term: Terminal) -> in
             fmt=args.format,
             pinned=args.pinned,
             output=args.output,
+        )
+    if args.command in ("action", "section"):
+        from bot.cli import postmortems as postmortem_commands
+
+        text = " ".join(args.text)
+        if args.command == "action":
+            return postmortem_commands.add_action_item(
+                settings, term, ref=args.incident, owner=args.owner, text=text, due=args.due,
+                actor=user,
+            )
+        return postmortem_commands.write_section(
+            settings, term, ref=args.incident, section=args.section, text=text, actor=user
         )
     if args.command in ("demo", "diagnose", "run", "approve", "reject"):
         return _runs(args, settings, term, user=user)
@@ -391,6 +430,7 @@ def _runs(args: argparse.Namespace, settings: Settings, term: Terminal, *, user:
             reason=args.reason,
             scenario=args.scenario,
             as_json=args.json,
+            only=[a for item in getattr(args, "only", []) for a in item.split(",") if a],
         )
     diagnose = args.command == "diagnose"
     return runs.run_runbook(
@@ -461,10 +501,12 @@ def read_settings() -> Settings:
     from pydantic import ValidationError
     from pydantic_settings import SettingsError
 
-    from bot.config import Settings
+    from bot.config import UnknownSettingError, read_settings_checked
 
     try:
-        return Settings()
+        return read_settings_checked()
+    except UnknownSettingError as exc:
+        raise ConfigurationError(str(exc)) from exc
     except ValidationError as exc:
         raise ConfigurationError(describe_invalid_setting(exc)) from exc
     except SettingsError as exc:

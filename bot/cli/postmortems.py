@@ -60,3 +60,55 @@ def write_document(path: Path, document: str) -> None:
         path.write_text(document, encoding="utf-8")
     except OSError as exc:
         raise UserInputError(f"cannot write the postmortem to {path}: {exc.strerror}") from exc
+
+
+def add_action_item(
+    settings: Settings,
+    term: Terminal,
+    *,
+    ref: str,
+    owner: str,
+    text: str,
+    due: str | None,
+    actor: str,
+) -> int:
+    """`gpu-oncall action INC-N @owner TEXT... [--due YYYY-MM-DD]`."""
+    from bot.incidents import writing
+
+    when = writing.parse_due(due)
+    db = open_database(settings)
+    try:
+        with session_scope(db) as session:
+            incident = read_incident(session, ref)
+            writing.add_action_item(
+                session,
+                incident,
+                owner=owner,
+                text=text,
+                due=when,
+                actor=actor,
+                at=SystemClock().now(),
+            )
+    finally:
+        db.dispose()
+    term.line(f"{incident.ref}: action item for {owner} recorded (it is in the postmortem)")
+    return 0
+
+
+def write_section(
+    settings: Settings, term: Terminal, *, ref: str, section: str, text: str, actor: str
+) -> int:
+    """`gpu-oncall section INC-N SECTION TEXT...`: a prose section in the person's words."""
+    from bot.incidents import writing
+
+    db = open_database(settings)
+    try:
+        with session_scope(db) as session:
+            incident = read_incident(session, ref)
+            writing.write_section(
+                session, incident, section=section, text=text, actor=actor, at=SystemClock().now()
+            )
+    finally:
+        db.dispose()
+    term.line(f"{incident.ref}: postmortem section {section} written; drafts no longer replace it")
+    return 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,14 +58,16 @@ def decide(
     reason: str,
     scenario: Path | None,
     as_json: bool,
+    only: Sequence[str] = (),
 ) -> int:
     with open_runtime(settings, scenario_path=_decision_scenario(settings, scenario)) as rt:
         run_id = journeys.find_pending_run(rt, ref)
         quiet = Terminal(io.StringIO()) if as_json else term
         outcome = rt.engine.resume(
-            run_id, decision=decision, actor=actor, reason=reason, on_step=quiet.step
+            run_id, decision=decision, actor=actor, reason=reason, on_step=quiet.step, only=only
         )
         journeys.after_run(rt, quiet, outcome)
+        journeys.still_pending(quiet, outcome)
         incident_id = int(outcome.incident.removeprefix("INC-"))
         journeys.settle_simulated_alert(rt, quiet, incident_id)  # sim mode only
         if as_json:

@@ -3,12 +3,17 @@ until Ctrl-C or SIGTERM."""
 
 from __future__ import annotations
 
+import json
+import logging
 from pathlib import Path
 
+from bot.cli.log_format import effective_settings
 from bot.cli.terminal import Terminal
 from bot.config import Settings
 from bot.errors import UserInputError
 from bot.wiring.runtime import open_runtime
+
+logger = logging.getLogger(__name__)
 
 
 def serve(
@@ -40,6 +45,10 @@ def serve(
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, stop)
+    logger.info(
+        "effective settings (secrets masked): %s",
+        json.dumps(effective_settings(settings), sort_keys=True),
+    )
     with open_runtime(settings, scenario_path=scenario) as rt:
         app = create_app(settings, rt, socket_mode=socket_mode)
         refresh = app.slack.refresh_incident if app.slack is not None else None

@@ -46,6 +46,7 @@ _ACTION_EVENTS = {
     "skipped": EventKind.ACTION_SKIPPED,
     "refused": EventKind.ACTION_SKIPPED,  # another party holds the node (coexistence)
     "cancelled": EventKind.ACTION_SKIPPED,  # a human undid the bot's cordon
+    "not_approved": EventKind.ACTION_SKIPPED,  # the rest of a partial approval was refused
     "failed": EventKind.ACTION_FAILED,
     "blocked": EventKind.ACTION_BLOCKED,  # a safety limit stopped it (bot/actions/guarding.py)
 }
@@ -251,6 +252,8 @@ class Recorder:
     # -- approval ------------------------------------------------------------------------------
     def approval_requested(self, incident_id: int, run_id: str, payload: Mapping[str, Any]) -> None:
         expires_at = datetime.fromisoformat(str(payload["expires_at"]))
+        for result in payload.get("done", []):  # what a partial approval let run meanwhile
+            self._action_event(incident_id, run_id, str(payload["step_id"]), result)
         approval_store.request_approval(
             self.session,
             run_id=run_id,
@@ -343,7 +346,8 @@ class Recorder:
             return
         actor = str(done.output.get("actor", BOT))
         reason = done.output.get("reason")
-        summary = f"Remediation {decision} by {actor}" + (f": {reason}" if reason else "")
+        summary = f"Remediation {decision} by {actor}" + _only(done.output)
+        summary += f": {reason}" if reason else ""
         self._note(
             done, _APPROVAL_EVENTS[decision], summary, actor=actor, payload=_trim(done.output)
         )
@@ -363,12 +367,34 @@ class Recorder:
         # the run over: the ledger kept its result, the timeline never got it, so it goes on
         # the timeline now, saying so.
         self._record_gpu_actions(done)
+        for later in done.output.get("later_decisions", []):  # the rest of a partial approval
+            decision = str(later.get("decision"))
+            actor = str(later.get("actor", BOT))
+            summary = f"Remaining actions {decision} by {actor}" + _only(later)
+            summary += f": {later['reason']}" if later.get("reason") else ""
+            kind = _APPROVAL_EVENTS.get(decision, EventKind.APPROVAL_REJECTED)
+            self._note(done, kind, summary, actor=actor, payload=dict(later))
         for result in done.output.get("results", []):
+            if result.get("announced"):
+                continue  # recorded when the rest of a partial approval was asked for
             kind = _ACTION_EVENTS.get(str(result.get("outcome")), EventKind.ACTION_SUCCEEDED)
             detail = str(result.get("detail"))
             if result.get("repeated"):
                 detail += " (carried out before the run was taken over)"
             self._note(done, kind, detail, payload=result)
+
+    def _action_event(
+        self, incident_id: int, run_id: str, step_id: str, result: Mapping[str, Any]
+    ) -> None:
+        kind = _ACTION_EVENTS.get(str(result.get("outcome")), EventKind.ACTION_SUCCEEDED)
+        self._event(
+            incident_id,
+            kind,
+            str(result.get("detail")),
+            run_id=run_id,
+            step_id=step_id,
+            payload=dict(result),
+        )
 
     def _record_gpu_actions(self, done: StepDone) -> None:
         """Resets and removals of a GPU the verdict blamed go into its fault history."""
@@ -435,6 +461,14 @@ def unverified_reason(steps: Mapping[str, Any]) -> str | None:
         f"not mitigated: nothing confirmed the fix ({why}); the incident stays in monitoring "
         "until a person checks and resolves it"
     )
+
+
+def _only(decision: Mapping[str, Any]) -> str:
+    """` (only cordon; the rest stays pending)` for a partial approval, else nothing."""
+    only = decision.get("only")
+    if not only or decision.get("decision") != "approved":
+        return ""
+    return f" (only {', '.join(only)}; the rest stays pending)"
 
 
 def _trim(output: Mapping[str, Any]) -> dict[str, Any]:

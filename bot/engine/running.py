@@ -41,11 +41,11 @@ from bot.engine.policies import policy_for
 from bot.engine.recording import Recorder, StepDone, recording
 from bot.engine.snapshotting import snapshot_verdicts
 from bot.engine.state import Deps, RunState
+from bot.engine.targets import check_node_exists
 from bot.engine.working import WorkQueue
 from bot.errors import NotFound, RunStateError, StepError, UserInputError
 from bot.incidents import lifecycle
 from bot.incidents.timeline import EventKind
-from integrations.errors import NodeNotFound
 from storage import approvals as approval_store
 from storage import incidents as incident_store
 from storage import runs as run_store
@@ -106,10 +106,14 @@ class RunEngine:
         self, loaded: LoadedRunbook, inputs: Mapping[str, Any], *, actor: str
     ) -> tuple[int, str]:
         """The incident a person's run is about, opened now or the open one for the same
-        runbook and target: its id and the target (the target input's value, else the runbook)."""
+        runbook and target: its id and the target (the target input's value, else the runbook).
+        A node target the cluster does not know is refused first (UnknownNodeError): no
+        incident is opened for a typo."""
         name = loaded.runbook.target_input
         target = str(inputs.get(name, "")) if name else loaded.name
         kind = loaded.runbook.inputs[name].type if name else "runbook"
+        if kind == "node":
+            check_node_exists(self.deps.cluster, target)
         now = self.deps.clock.now()
         with session_scope(self.db) as session:
             incident, _ = lifecycle.open_or_attach(
@@ -191,6 +195,15 @@ class RunEngine:
         """Record a run of validated inputs (status `running`) and its start on the timeline."""
         name = loaded.runbook.target_input
         target = str(resolved.get(name, "")) if name else ""
+        logger.info(
+            "run %s of %s on INC-%s started by %s%s",
+            run_id[:8],
+            loaded.name,
+            incident_id,
+            requester,
+            f" for {target}" if target else "",
+            extra={"incident_id": incident_id, "run_id": run_id, "target": target},
+        )
         run_store.create_run(
             recorder.session,
             run_id=run_id,
@@ -215,10 +228,7 @@ class RunEngine:
         return policy_for(self.deps.policy, loaded)
 
     def _check_node_exists(self, node: str) -> None:
-        try:
-            self.deps.cluster.nodes([node])
-        except NodeNotFound as exc:
-            raise NotFound(str(exc)) from exc
+        check_node_exists(self.deps.cluster, node)
 
     # -- resume ------------------------------------------------------------------------------
     def resume(
@@ -230,8 +240,13 @@ class RunEngine:
         reason: str = "",
         on_step: StepCallback | None = None,
         groups: Collection[str] = (),
+        only: Collection[str] = (),
     ) -> RunOutcome:
         """Approve or reject the run's pending approval and drive the run to its end.
+
+        `only` approves a subset: the named actions run now, the others stay pending as a new
+        approval with its own expiry (bot/engine/steps/remediate.py); the approver policy is
+        checked against the risks of the approved actions alone.
 
         `groups` are the approver groups `actor` belongs to (e.g. Slack user groups), resolved
         by the caller. An approval must pass the approver policy; the safety limits are checked
@@ -260,8 +275,10 @@ class RunEngine:
         assert pending is not None and pending.id is not None
         with session_scope(self.db) as session:
             incident_id = run.incident_id
+            proposals = list(pending.payload.get("proposals", []))
+            chosen = choose_actions(proposals, only) if decision == "approve" else proposals
             if decision == "approve" and now < pending.expires_at:
-                risks = [Risk(p["risk"]) for p in pending.payload.get("proposals", [])]
+                risks = [Risk(p["risk"]) for p in chosen]
                 requester = str(pending.payload.get("requester", ""))
                 check_approver(
                     self.policy_for(run.runbook),
@@ -283,7 +300,11 @@ class RunEngine:
                 )
             except ApprovalNotPendingError as exc:
                 raise RunStateError(str(exc)) from exc
-            answer = {"decision": decision, "actor": actor, "at": now.isoformat(), "reason": reason}
+            answer: dict[str, Any] = {
+                "decision": decision, "actor": actor, "at": now.isoformat(), "reason": reason
+            }
+            if only and decision == "approve":
+                answer["only"] = sorted({str(p["action"]) for p in chosen})
             item = self.work.record_work(
                 session,
                 kind="resume",
@@ -499,6 +520,14 @@ class RunEngine:
         status = self._final_status(steps)
         with recording(self.db, self.deps.clock) as recorder:
             recorder.run_finished(incident_id, run_id, loaded, steps, status)
+        logger.info(
+            "run %s of %s on INC-%s %s",
+            run_id[:8],
+            loaded.name,
+            incident_id,
+            status,
+            extra={"incident_id": incident_id, "run_id": run_id},
+        )
         return self._outcome(loaded, run_id, incident_id, status, steps)
 
     @staticmethod
@@ -546,6 +575,23 @@ class RunEngine:
         if any(d in ("rejected", "expired") for d in decisions):
             return "rejected"
         return "completed"
+
+
+def choose_actions(
+    proposals: Sequence[Mapping[str, Any]], only: Collection[str]
+) -> list[Mapping[str, Any]]:
+    """The proposals `only` names by action (all of them when `only` is empty); a name that is
+    not among them is a UserInputError listing the ones that are."""
+    if not only:
+        return list(proposals)
+    names = {str(p["action"]) for p in proposals}
+    unknown = sorted(set(only) - names)
+    if unknown:
+        raise UserInputError(
+            f"--only {unknown[0]}: not among the actions awaiting approval "
+            f"({', '.join(sorted(names))})"
+        )
+    return [p for p in proposals if str(p["action"]) in only]
 
 
 def _is_timer(value: Any) -> bool:

@@ -148,7 +148,7 @@ def _of(columns: store.IncidentFigureColumns | None) -> dict[BucketKey, tuple[in
     if columns is None:
         return {}
     counted: dict[BucketKey, tuple[int, int]] = {(STATES, columns.state, "", "", 0): (1, 0)}
-    if columns.kind == store.CHECK:  # a check (nothing found) has no MTTR figures
+    if columns.kind != store.COUNTED:  # a check or a failed incident has no MTTR figures
         return counted
     return counted | contributions(
         runbook=columns.runbook,

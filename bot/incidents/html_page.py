@@ -23,6 +23,7 @@ from bot.incidents.charts import (
     metric_chart,
     timeline_chart,
 )
+from bot.incidents.drafting import draft_sections
 from bot.incidents.mttr import DEFINITIONS, TimestampOrderError, format_duration
 from bot.incidents.story import Story, follow_ups, verifications
 from bot.incidents.views import EventView, IncidentView
@@ -67,6 +68,7 @@ def render_html_page(
         table_rows=_snapshot_rows(story),
         verifications=verifications(events),
         follow_ups=follow_ups(incident, story, events),
+        sections=draft_sections(incident, story, events),
         lanes=LANES,
         width=WIDTH,
         left=LEFT,

@@ -10,6 +10,7 @@ Times are passed in (from the Clock); nothing here calls now(). The caller commi
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -18,14 +19,16 @@ from sqlmodel import Session
 
 from bot.errors import UserInputError
 from bot.incidents.costing import read_gpu_hours
+from bot.incidents.gpu_hours import GpuHours
 from bot.incidents.mttr import TimestampOrderError, check_order, format_duration
-from bot.incidents.opening import OpenRequest, clamp_fired_at, opening_events
+from bot.incidents.opening import OpenRequest, clamp_fired_at, log_opened, opening_events
 from bot.incidents.states import IncidentState, check_transition
 from bot.incidents.timeline import PINNED_BY_DEFAULT, EventKind, is_human_actor
 from storage import incidents as store
 from storage.errors import IncidentAlreadyOpenError
 from storage.tables import Incident, TimelineEvent
 
+logger = logging.getLogger(__name__)
 
 def _aware(value: datetime, name: str) -> datetime:
     if value.tzinfo is None or value.utcoffset() is None:
@@ -117,6 +120,7 @@ def open_incident(
         _id(incident), request, reported=reported, detected_at=detected_at, actor=actor
     ):
         record(session, **event)
+    log_opened(_id(incident), request, actor=actor)
     return incident
 
 
@@ -191,6 +195,7 @@ def transition(
     if src is IncidentState.RESOLVED:
         changes["resolved_at"] = None  # reopened: resolved again later
         incident.gpu_hours_lost = None
+    _follow_failure(incident, src, dst)
     _check(incident, **changes)
     if incident.detected_at is not None and at < incident.detected_at:
         raise TimestampOrderError("detected_at", incident.detected_at, f"{dst.value} time", at)
@@ -212,7 +217,20 @@ def transition(
     )
     if dst is IncidentState.RESOLVED:
         _record_resolved(session, incident, at=at, actor=actor, reason=reason)
+    logger.info(
+        "%s %s by %s%s", incident.ref, verb, actor, f": {reason}" if reason else "",
+        extra={"incident_id": _id(incident)},
+    )
     return incident
+
+
+def _follow_failure(incident: Incident, src: IncidentState, dst: IncidentState) -> None:
+    """A failed incident (no run finished) has no MTTR figures, even once resolved by hand;
+    taken back into triage (or reopened) it is an incident again."""
+    if dst is IncidentState.FAILED and incident.kind == "incident":
+        incident.kind = "failed"
+    elif dst is IncidentState.TRIAGING and incident.kind == "failed":
+        incident.kind = "incident"
 
 
 def resolve_as_reported(
@@ -265,9 +283,7 @@ def resolve_as_reported(
 def _record_resolved(
     session: Session, incident: Incident, *, at: datetime, actor: str, reason: str | None
 ) -> None:
-    cost = read_gpu_hours(session, incident, now=at)
-    incident.gpu_hours_lost = None if incident.kind == "check" else cost.total
-    session.add(incident)
+    cost = _store_gpu_hours(session, incident, at=at)
     mttr = (
         incident.resolved_at - incident.fired_at
         if incident.fired_at and incident.resolved_at
@@ -289,6 +305,16 @@ def _record_resolved(
             "gpu_hours": cost.to_dict(),
         },
     )
+
+
+def _store_gpu_hours(session: Session, incident: Incident, *, at: datetime) -> GpuHours:
+    """Compute the GPU-hours of a resolved incident and store them in `gpu_hours_lost`: the one
+    figure `incident`, `mttr`, `/metrics` (its buckets follow the column), the postmortem and
+    JSON all show. Called at resolution and whenever an input changes after it (`fired_at`)."""
+    cost = read_gpu_hours(session, incident, now=at)
+    incident.gpu_hours_lost = cost.total if incident.kind == "incident" else None
+    session.add(incident)
+    return cost
 
 
 def mark_diagnosed(
@@ -412,9 +438,13 @@ def correct_fired_at(
         )
     previous, source = incident.fired_at, incident.fired_at_source
     incident.fired_at, incident.fired_at_corrected_by = fired_at, actor
-    incident.fired_at_source, incident.kind = "human", "incident"
+    incident.fired_at_source = "human"
+    if incident.kind == "check":  # a failed incident stays failed: no run finished
+        incident.kind = "incident"
     session.add(incident)
     mark_acknowledged(session, incident, at=at, actor=actor)
+    if incident.resolved_at is not None:  # its GPU-hours start at fired_at: store them anew
+        _store_gpu_hours(session, incident, at=incident.resolved_at)
     record(
         session,
         incident_id=_id(incident),

@@ -128,7 +128,7 @@ def render_table(groups: Sequence[Group], *, by: str) -> list[str]:
         cells = "".join(
             f"{_pair(group.figures[d.name]):>20}" for d in DEFINITIONS
         )
-        cost = "unknown" if group.gpu_hours is None else f"{group.gpu_hours:.1f}"
+        cost = "unknown" if group.gpu_hours is None else f"{group.gpu_hours:.2f}"
         lines.append(f"{group.key:<{width}}{group.incidents:>4}{cells}{cost:>11}")
     return lines
 

@@ -8,6 +8,7 @@ same timeline. The inserts bypass the ORM, so the `/metrics` histograms are told
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -19,6 +20,8 @@ from bot.incidents import figures
 from bot.incidents.timeline import ALERTMANAGER, PINNED_BY_DEFAULT, EventKind
 from storage import incidents as store
 from storage.tables import Incident
+
+logger = logging.getLogger(__name__)
 
 
 def _aware(value: datetime, name: str) -> datetime:
@@ -85,9 +88,24 @@ def open_or_attach_many(
         )
     ]
     store.append_events(session, events)
+    for key, incident_id in created.items():
+        log_opened(incident_id, missing[key], actor=actor)
     new = store.get_incidents(session, created.values())
     found.update({key: new[incident_id] for key, incident_id in created.items()})
     return [(found[key], key in created) for key in keys]
+
+
+def log_opened(incident_id: int, request: OpenRequest, *, actor: str) -> None:
+    """One INFO line per incident opened (`serve` logs INFO by default)."""
+    logger.info(
+        "INC-%s opened by %s: %s (%s, severity %s)",
+        incident_id,
+        actor,
+        request.title,
+        request.runbook,
+        request.severity,
+        extra={"incident_id": incident_id, "target": request.target},
+    )
 
 
 def record_many(session: Session, *, events: Sequence[Mapping[str, Any]]) -> None:

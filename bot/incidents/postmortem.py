@@ -17,6 +17,9 @@ JSON schema (`"schema": "gpu-oncall/postmortem/v1"`, stable; new keys may be add
       "story": {"verdict": {}, "approvals": [], "actions": [], "extra_figures": [],
                 "snapshot": {"signal", "start", "end", "onset_at",
                              "series": [{"node", "role", "labels", "points": [[at, value]]}]}},
+      "sections": {"summary": str, "impact": [str], "root_cause": str, "contributing": [str],
+                   "went_well": [str], "went_badly": [str],
+                   "action_items": [{"text", "owner", "due", "draft"}]},
       "follow_ups": [str]
     }
 
@@ -26,6 +29,7 @@ reads the document back into views. HTML is one self-contained page (`html_page.
 
 from __future__ import annotations
 
+import html
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
@@ -33,6 +37,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.errors import UserInputError
+from bot.incidents.drafting import Sections, draft_sections
 from bot.incidents.mttr import DEFINITIONS, MttrFigures, TimestampOrderError, format_duration
 from bot.incidents.story import Story, follow_ups, verifications
 from bot.incidents.views import EventView, IncidentView
@@ -104,13 +109,14 @@ def _markdown(
     incident: IncidentView, events: Sequence[EventView], *, pinned_only: bool, story: Story
 ) -> str:
     lines = [
-        f"# {incident.ref}: {incident.runbook} on {incident.target} "
+        f"# {incident.ref}: {incident.runbook} on {_cell(incident.target)} "
         f"({incident.severity}, {incident.state})",
         "",
         _cell(incident.title),
         "",
         *_summary(incident),
         "",
+        *_drafted(draft_sections(incident, story, events)),
         "## Timestamps (UTC)",
         "",
         *_timestamps(incident),
@@ -127,8 +133,27 @@ def _markdown(
     return "\n".join(lines) + "\n"
 
 
+def _drafted(sections: Sections) -> list[str]:
+    """Summary, impact, root cause, what went well / badly and action items (drafting.py),
+    each ending with a blank line."""
+    lines = ["## Summary", "", _cell(sections.summary), "", "## Impact", ""]
+    lines += [f"- {_cell(x)}" for x in sections.impact]
+    lines += ["", "## Root cause and contributing factors", "", _cell(sections.root_cause), ""]
+    lines += [f"- {_cell(x)}" for x in sections.contributing]
+    lines += ["", "## What went well", ""]
+    lines += [f"- {_cell(x)}" for x in sections.went_well] or ["_Nothing recorded._"]
+    lines += ["", "## What went badly", ""]
+    lines += [f"- {_cell(x)}" for x in sections.went_badly] or ["_Nothing recorded._"]
+    lines += ["", "## Action items", "", "| Item | Owner | Due |", "|---|---|---|"]
+    lines += [
+        f"| {_cell(i.text)} | {_cell(i.owner or 'unassigned')} | {_cell(i.due or '—')} |"
+        for i in sections.action_items
+    ] or ["| _none_ | | |"]
+    return [*lines, ""]
+
+
 def _summary(incident: IncidentView) -> list[str]:
-    lines = [f"- Target: {incident.target} ({incident.target_kind})"]
+    lines = [f"- Target: {_cell(incident.target)} ({incident.target_kind})"]
     if incident.layer:
         confidence = (
             "" if incident.confidence is None else f" (confidence {incident.confidence:.0%})"
@@ -136,7 +161,7 @@ def _summary(incident: IncidentView) -> list[str]:
         lines.append(f"- Localized to: **{incident.layer}**{confidence}")
     else:
         lines.append("- Localized to: not diagnosed")
-    lines.append(f"- Culprits: {', '.join(incident.culprits) or 'none'}")
+    lines.append(f"- Culprits: {_cell(', '.join(incident.culprits)) or 'none'}")
     return lines
 
 
@@ -179,7 +204,7 @@ def _story_sections(
     evidence = story.evidence()
     if evidence:
         lines += ["| Finding | Summary | Cited |", "|---|---|---|"]
-        lines += [f"| {k} | {_cell(s)} | {_cell(c)} |" for k, s, c in evidence]
+        lines += [f"| {_cell(k)} | {_cell(s)} | {_cell(c)} |" for k, s, c in evidence]
     else:
         lines.append("_No findings._")
     lines += [
@@ -198,20 +223,20 @@ def _story_sections(
     checks = verifications(events)
     lines += [f"- {_time(e.at)}: {_cell(e.summary)}" for e in checks] or ["_No verification ran._"]
     lines += ["", "## Follow-ups", ""]
-    lines += [f"- {item}" for item in follow_ups(incident, story, events)] or ["_None._"]
+    lines += [f"- {_cell(item)}" for item in follow_ups(incident, story, events)] or ["_None._"]
     return [*lines, ""]
 
 
 def _actions(story: Story) -> list[str]:
     rows = []
     for a in story.approvals:
-        who = f" by {a.actor}" if a.actor else ""
+        who = f" by {_cell(a.actor)}" if a.actor else ""
         rows.append(f"- Approval ({a.step_id}): {a.state}{who} at {_time(a.decided_at)}")
     if story.actions:
         header = "| Action | Target | Status | Result | Finished (UTC) |"
         rows += ["", header, "|---|---|---|---|---|"]
         rows += [
-            f"| {a.action} | {a.target} | {a.status} | {_cell(a.detail)} "
+            f"| {a.action} | {_cell(a.target)} | {a.status} | {_cell(a.detail)} "
             f"| {_time(a.finished_at)} |"
             for a in story.actions
         ]
@@ -233,8 +258,9 @@ def _time(value: datetime | None) -> str:
 
 
 def _cell(text: str) -> str:
-    """Text safe inside a Markdown table cell."""
-    return " ".join(text.split()).replace("|", "\\|")
+    """Text safe inside a Markdown table cell, and inert when the Markdown is rendered to HTML:
+    `<`, `>` and `&` are escaped (a `<script>` in an alert label or a note stays text)."""
+    return html.escape(" ".join(text.split()), quote=False).replace("|", "\\|")
 
 
 # -- JSON ---------------------------------------------------------------------------------------
@@ -253,6 +279,7 @@ def _document(
         "figures_error": error,
         "timeline": [e.to_dict() for e in events],
         "story": story.to_dict(),
+        "sections": draft_sections(incident, story, events).to_dict(),
         "follow_ups": follow_ups(incident, story, events),
     }
 

@@ -6,7 +6,9 @@ The renderers (`postmortem.py`, Slack blocks, the terminal) only ever see `Incid
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
+from typing import Any
 
 from sqlmodel import Session
 
@@ -19,6 +21,7 @@ from bot.incidents.views import EventView, IncidentView, event_views, incident_v
 from storage import actions as action_store
 from storage import approvals as approval_store
 from storage import incidents as store
+from storage import postmortem_notes as notes_store
 from storage import runs as run_store
 from storage import snapshots as snapshot_store
 from storage.tables import Incident
@@ -66,6 +69,28 @@ def read_postmortem(
     )
 
 
+def _awaiting(payload: Mapping[str, Any]) -> tuple[str, ...]:
+    return tuple(
+        f"{p.get('description') or p.get('action')} [risk {p.get('risk')}]"
+        for p in payload.get("proposals", []) or []
+        if isinstance(p, Mapping)
+    )
+
+
+def who_may_approve(payload: Mapping[str, Any]) -> str:
+    """`anyone but cli:alice for high-risk actions` / `U1, S2`: from the policy the approval
+    request recorded (its approvers, the two-person risks and the requester)."""
+    policy = payload.get("policy") or {}
+    approvers = ", ".join(policy.get("approvers") or []) or "anyone"
+    requester = str(payload.get("requester") or "")
+    proposals = [p for p in payload.get("proposals", []) or [] if isinstance(p, Mapping)]
+    risks = {str(p.get("risk")) for p in proposals}
+    barred = sorted(risks & set(policy.get("two_person_risks") or []))
+    if barred and requester and requester not in ("bot", "alertmanager"):
+        return f"{approvers}, except {requester} (two-person rule: {'/'.join(barred)} risk)"
+    return approvers
+
+
 def read_story(session: Session, incident_id: int, *, now: datetime | None = None) -> Story:
     """The verdict of the incident's latest localized run, its approvals, actions, latest
     evidence snapshot (storage/snapshots.py) and GPU-hours lost (bot/incidents/costing.py)."""
@@ -76,7 +101,13 @@ def read_story(session: Session, incident_id: int, *, now: datetime | None = Non
     )
     verdict = next((r.verdict for r in runs if r.verdict), None) or {}
     snapshot = snapshot_store.latest_snapshot(session, incident_id=incident_id)
+    written = notes_store.written_sections(session, incident_id=incident_id)
+    items = notes_store.list_action_items(session, incident_id=incident_id)
     return Story(
+        written={name: row.text for name, row in written.items()},
+        action_items=tuple(
+            (i.text, i.owner, i.due.isoformat() if i.due else None) for i in items
+        ),
         verdict=verdict,
         approvals=tuple(
             ApprovalView(
@@ -86,6 +117,9 @@ def read_story(session: Session, incident_id: int, *, now: datetime | None = Non
                 decided_at=a.decided_at,
                 actor=a.actor,
                 reason=a.reason,
+                awaiting=_awaiting(a.payload),
+                who_may_approve=who_may_approve(a.payload),
+                expires_at=a.expires_at,
             )
             for a in approval_store.list_approvals(session, incident_id=incident_id)
         ),

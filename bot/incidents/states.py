@@ -7,6 +7,8 @@
 - Any unresolved state may fall back to `triaging`: an approval was rejected or expired, an
   action failed, or verification failed, and people take over the investigation.
 - Any state may move to `resolved`; `resolved -> triaging` reopens the incident.
+- `mitigating -> awaiting_approval`: an approver approved some of the actions (`--only`), they
+  ran, and the rest waits for its own approval.
 - Staying in the same state is not a transition (`lifecycle.transition` treats it as a no-op).
 - Any unresolved state may move to `failed`: its run could not start (an unknown node, invalid
   inputs) or ended without a result (it crashed, or was taken over too often). The reason is on
@@ -65,6 +67,8 @@ def is_allowed(src: IncidentState, dst: IncidentState) -> bool:
         return True  # resolve from anywhere; fall back to (or reopen into) triaging
     if src is IncidentState.RESOLVED:
         return False
+    if src is IncidentState.MITIGATING and dst is IncidentState.AWAITING_APPROVAL:
+        return True  # part of the actions ran; the rest waits for its own approval
     return _ORDER.index(dst) > _ORDER.index(src)
 
 

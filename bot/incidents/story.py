@@ -28,6 +28,11 @@ class ApprovalView:
     decided_at: datetime | None = None
     actor: str | None = None
     reason: str | None = None
+    awaiting: tuple[str, ...] = ()
+    """What the approval would let run: each proposal's description and risk."""
+    who_may_approve: str = ""
+    """Who may approve, in words (the policy's approvers and the two-person rule)."""
+    expires_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,10 @@ class Story:
     actions: tuple[ActionView, ...] = ()
     snapshot: SnapshotView | None = None
     extra_figures: tuple[ExtraFigure, ...] = ()
+    written: Mapping[str, str] = field(default_factory=dict)
+    """Postmortem sections people wrote (section name -> text): drafts never replace them."""
+    action_items: tuple[tuple[str, str, str | None], ...] = ()
+    """Action items people recorded: (text, owner, due date ISO or None)."""
 
     def evidence(self) -> list[tuple[str, str, str]]:
         """(layer/severity, summary, cited evidence) per finding of the verdict."""

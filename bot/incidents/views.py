@@ -37,7 +37,7 @@ class IncidentView:
     resolved_at: datetime | None = None
     fired_at_corrected_by: str | None = None
     fired_at_source: str | None = None  # alert | human | None (nobody said when impact began)
-    kind: str = "incident"  # incident | check (a diagnosis that found nothing: no MTTR)
+    kind: str = "incident"  # incident | check (nothing found) | failed (no run finished): no MTTR
     gpu_hours_lost: float | None = None  # set at resolution (gpu_hours.py)
 
     @property

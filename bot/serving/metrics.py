@@ -167,8 +167,8 @@ def figure_histograms(incidents: Iterable[IncidentView]) -> list[Histogram]:
     """The same histograms computed from every incident (the from-scratch computation)."""
     histograms = _empty_histograms()
     for view in incidents:
-        if view.kind == "check":
-            continue  # a diagnosis that found nothing is not an incident
+        if view.kind != "incident":
+            continue  # a check (nothing found) or a failed incident (no run finished)
         try:
             figures = view.figures()
         except TimestampOrderError:

@@ -107,6 +107,9 @@ class Approvals:
             run = run_store.get_run(session, run_id)
             if run is None:
                 raise NotFound(messages.unknown_run(run_id))
+            pending = approval_store.pending_approval_for(session, run_id=run_id)
+            if pending is not None:  # also the rest of a partial approval (`--only`)
+                return run, pending
             loaded = rt.catalog.get(run.runbook)
             for step in loaded.runbook.steps:
                 if step.kind is StepKind.APPROVE:

@@ -2,7 +2,7 @@
 
 `diagnose` and `run` validate the inputs, post the triage message, open (or attach to) the
 incident and hand the run to the run pool; the rest read the database and answer ephemerally,
-except `postmortem`, which uploads the Markdown export to the channel for everyone.
+except `postmortem`, which uploads the HTML postmortem to the channel for everyone.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from slack_sdk.errors import SlackApiError
 from bot.engine.catalog import RunbookCatalog
 from bot.engine.inputs import resolve_inputs
 from bot.engine.loading import LoadedRunbook
-from bot.errors import NotFound, UserInputError
+from bot.engine.targets import check_node_exists
+from bot.errors import UserInputError
 from bot.incidents import lifecycle
 from bot.incidents.reporting import read_incident, read_postmortem, read_views
 from bot.incidents.states import IncidentState
@@ -25,7 +26,6 @@ from bot.slack.deps import Reply, SlackDeps
 from bot.slack.failures import guarded
 from bot.slack.kit import Block, escape
 from bot.slack.triaging import TriageMessages
-from integrations.errors import NodeNotFound
 from storage import incidents as incident_store
 from storage.db import session_scope
 
@@ -108,11 +108,8 @@ class Replies:
         name = loaded.runbook.target_input
         target = str(resolved[name]) if name else loaded.name
         kind = loaded.runbook.inputs[name].type if name else "runbook"
-        if kind == "node":
-            try:
-                rt.deps.cluster.nodes([target])
-            except NodeNotFound as exc:
-                raise NotFound(str(exc)) from exc
+        if kind == "node":  # before the placeholder: a typo gets one line, no message
+            check_node_exists(rt.deps.cluster, target)
         starting = messages.STARTING.format(runbook=escape(loaded.name), target=escape(target))
         channel, ts = self.messages.placeholder(channel, starting)
         incident_id, _ = rt.engine.open_incident(loaded, resolved, actor=user)

@@ -4,7 +4,8 @@ Covers, as real subprocesses on a temporary database: the CLI acts as the operat
 (or `identity.cli_user`); `approve --as` by someone without the admin role is refused with exit 2
 and the approval stays pending; an admin's `--as` is recorded as "cli:alice as cli:bob (admin)"
 and still meets the two-person rule; `diagnose --yes` whose approval the two-person rule refuses
-exits 2 and says so; a refused `approve` (not an approver) exits 2 with one line.
+says so before trying, names who else may approve and the setting,
+and exits 2; a refused `approve` (not an approver) exits 2 with one line.
 """
 
 from __future__ import annotations
@@ -79,15 +80,22 @@ def test_a_refused_approve_exits_2(tmp_path: Path) -> None:
     ]
 
 
-def test_diagnose_yes_refused_by_the_two_person_rule_exits_2(tmp_path: Path) -> None:
+def test_diagnose_yes_under_the_two_person_rule_says_so_up_front_and_exits_2(
+    tmp_path: Path,
+) -> None:
     done = cli(tmp_path, "diagnose", "gpu-node-03", "--scenario", SCENARIO, "--yes")
     assert done.returncode == 2
-    assert "--yes: approving as cli:alice" in done.stdout
-    assert "The approval stays pending: an approver runs gpu-oncall approve INC-1" in done.stdout
+    assert "--yes: approving as" not in done.stdout, "it must not try what the rule forbids"
+    assert "--yes cannot approve: cli:alice requested this run" in done.stdout
+    assert "gpu-oncall approve INC-1" in done.stdout
     assert done.stderr.strip().splitlines() == [
         "gpu-oncall: refused: two-person rule: cli:alice requested this high-risk action and "
-        "cannot also approve it; ask another approver"
+        "cannot also approve it; who else may approve: anyone but cli:alice (on the CLI another "
+        "user runs `gpu-oncall approve`, or set GPU_ONCALL_IDENTITY__CLI_USER; `--as` needs the "
+        'admin role); the rule is set by GPU_ONCALL_POLICY__TWO_PERSON_RISKS (now ["high"]; [] '
+        "turns it off)"
     ]
+    assert incident_state(tmp_path) == "awaiting_approval"
     # another person then approves it
     approved = cli(tmp_path, "approve", "INC-1", user="bob")
     assert approved.returncode == 0, approved.stderr

@@ -93,7 +93,7 @@ def test_diagnose_healthy_node_json(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["diagnose", "gpu-node-99"], "node 'gpu-node-99' not found"),
+        (["diagnose", "gpu-node-99"], "unknown node 'gpu-node-99'"),
         (["diagnose", "Bad_Node!"], "invalid node name 'Bad_Node!'"),
         (["postmortem", "INC-404"], "unknown incident 'INC-404'"),
         (["approve", "INC-404"], "no incident or run 'INC-404'"),

@@ -29,7 +29,9 @@ from bot.clock import FakeClock, SystemClock
 from bot.config import Settings
 from bot.engine.leases import LeaseKeeper, LeaseTerms
 from bot.engine.running import RunEngine, RunOutcome
+from bot.engine.targets import UnknownNodeError
 from bot.errors import NotFound, RunStateError
+from bot.incidents import lifecycle
 from bot.intake.alerts import parse_webhook
 from bot.intake.receiving import receive_webhook
 from bot.wiring.runtime import Runtime, open_runtime
@@ -265,9 +267,30 @@ def test_an_action_left_running_by_a_dead_worker_is_reconciled_not_repeated(
     assert row is not None and (row.status, row.outcome) == ("succeeded", "already_done")
 
 
-def test_an_unknown_node_fails_the_incident_and_frees_its_target(rt: Runtime) -> None:
+def test_an_unknown_node_opens_no_incident(rt: Runtime) -> None:
     loaded = rt.catalog.get("ecc-storm")
-    incident_id, _ = rt.engine.open_incident(loaded, {"node": "gpu-node-999"}, actor="cli:alice")
+    with pytest.raises(UnknownNodeError, match="unknown node 'gpu-node-999'"):
+        rt.engine.open_incident(loaded, {"node": "gpu-node-999"}, actor="cli:alice")
+    with session_scope(rt.db) as session:
+        assert incident_store.find_open_incident(session, "ecc-storm:gpu-node-999") is None
+
+
+def test_an_unknown_node_fails_the_incident_and_frees_its_target(rt: Runtime) -> None:
+    """An incident opened about a node the cluster does not have (an alert's) fails at start."""
+    loaded = rt.catalog.get("ecc-storm")
+    with session_scope(rt.db) as session:
+        incident, _ = lifecycle.open_or_attach(
+            session,
+            runbook="ecc-storm",
+            target="gpu-node-999",
+            target_kind="node",
+            severity="critical",
+            title="ECC storm on gpu-node-999",
+            fired_at=None,
+            detected_at=rt.clock.now(),
+            actor="alertmanager",
+        )
+        incident_id = int(incident.id or 0)
     with pytest.raises(NotFound):
         rt.engine.start(
             loaded, inputs={"node": "gpu-node-999"}, incident_id=incident_id, requester="cli:alice"
@@ -275,8 +298,8 @@ def test_an_unknown_node_fails_the_incident_and_frees_its_target(rt: Runtime) ->
     assert state_of(rt, incident_id) == "failed"
     reasons = [e.summary for e in events(rt, incident_id) if e.kind == "step_failed"]
     assert any("could not start" in r and "gpu-node-999" in r for r in reasons)
-    again, _ = rt.engine.open_incident(loaded, {"node": "gpu-node-999"}, actor="cli:alice")
-    assert again != incident_id
+    with session_scope(rt.db) as session:
+        assert incident_store.find_open_incident(session, "ecc-storm:gpu-node-999") is None
 
 
 def test_a_run_that_raises_ends_its_incident_failed(rt: Runtime) -> None:

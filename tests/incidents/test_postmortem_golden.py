@@ -66,6 +66,12 @@ def test_markdown_has_the_evidence_actions_verification_and_follow_up_sections()
     text = render_postmortem(fixed.incident(), fixed.events(), "md", story=fixed.story())
     headings = [line for line in text.splitlines() if line.startswith("## ")]
     assert headings == [
+        "## Summary",
+        "## Impact",
+        "## Root cause and contributing factors",
+        "## What went well",
+        "## What went badly",
+        "## Action items",
         "## Timestamps (UTC)",
         "## Figures",
         "## Evidence",

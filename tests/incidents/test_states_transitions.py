@@ -32,6 +32,7 @@ S = IncidentState
         (S.MONITORING, S.RESOLVED),
         (S.TRIAGING, S.RESOLVED),  # healthy diagnosis
         (S.TRIAGING, S.MITIGATING),  # auto-approved action
+        (S.MITIGATING, S.AWAITING_APPROVAL),  # some actions approved (--only), the rest waits
         (S.OPEN, S.RESOLVED),  # alert resolved before triage
         (S.AWAITING_APPROVAL, S.TRIAGING),  # approval rejected or expired
         (S.MONITORING, S.TRIAGING),  # verification failed
@@ -46,7 +47,7 @@ def test_allowed_moves(src: IncidentState, dst: IncidentState) -> None:
     ("src", "dst"),
     [
         (S.MONITORING, S.MITIGATING),
-        (S.MITIGATING, S.AWAITING_APPROVAL),
+        (S.MONITORING, S.AWAITING_APPROVAL),
         (S.TRIAGING, S.OPEN),
         (S.RESOLVED, S.OPEN),
         (S.RESOLVED, S.MONITORING),

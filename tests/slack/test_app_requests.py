@@ -83,11 +83,11 @@ def test_invalid_node_name_names_the_kubernetes_rule(harness: SlackHarness) -> N
     assert harness.fake.of("chat.postMessage") == []
 
 
-def test_unknown_node_lists_known_nodes_and_opens_nothing(harness: SlackHarness) -> None:
+def test_unknown_node_names_the_closest_nodes_and_opens_nothing(harness: SlackHarness) -> None:
     name = harness.command("diagnose gpu-node-99")
     harness.settle()
     (reply,) = harness.replies(name)
-    assert "gpu-node-99" in reply.text and "gpu-node-03" in reply.text
+    assert "unknown node 'gpu-node-99'" in reply.text and "closest: gpu-node-09" in reply.text
     with session_scope(harness.rt.db) as session:
         assert list(session.exec(select(Incident))) == []
 

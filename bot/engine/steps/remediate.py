@@ -211,13 +211,16 @@ def _decision(answer: Any, expires_at: str) -> dict[str, Any]:
     if at and is_expired(datetime.fromisoformat(expires_at), datetime.fromisoformat(at)):
         decision = "expired"  # too late either way: the rejected branch, recorded as expiry
     normalized = {"approve": "approved", "reject": "rejected"}.get(decision, decision)
-    return {
+    decided: dict[str, Any] = {
         "decision": normalized,
         "actor": str(data.get("actor", "unknown")),
         "at": at,
         "reason": str(data.get("reason", "")),
         "expires_at": expires_at,
     }
+    if normalized == "approved" and data.get("only"):
+        decided["only"] = sorted(str(name) for name in data["only"])
+    return decided
 
 
 def make_act_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
@@ -236,40 +239,23 @@ def make_act_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
             )
         proposals = [item for p in proposers for item in steps.get(p, {}).get("proposals", [])]
         verdict = steps.get(localizers[0], {}) if localizers else {}
-        results = []
-        for proposal in proposals:
-            spec = deps.actions.get(proposal["action"])
-            key = idempotency_key(
-                run_id=state.get("run_id", ""),
-                step_id=step.id,
-                action=spec.name,
-                target=proposal["target"],
-            )
-            if spec.per_incident:  # once per incident and parameters (a ticket per queue)
-                key = incident_key(state.get("incident", ""), spec.name, proposal)
-            ctx = ActionContext(
-                cluster=deps.cluster,
-                clock=deps.clock,
-                tickets=deps.tickets,
-                run_id=state.get("run_id", ""),
-                incident=state.get("incident", ""),
-                idempotency_key=key,
-                verdict=verdict,
-                silences=deps.silences,
-            )
-            results.append(
-                execute_once(
-                    spec,
-                    ctx,
-                    ledger=deps.ledger,
-                    step_id=step.id,
-                    target=proposal["target"],
-                    params=proposal.get("params", {}),
-                    dry_run=deps.policy.dry_run,
-                )
-            )
-        ok = all(r["outcome"] in ("changed", "already_done") for r in results)
-        done = {"skipped": False, "results": results, "succeeded": ok and bool(results)}
+        chosen, rest = _split(proposals, decisions[0].get("only") if decisions else None)
+        results = _execute(step, state, deps, verdict, chosen)
+        later: list[dict[str, Any]] = []
+        while rest:  # the actions not yet approved: asked again, each round its own expiry
+            results = [r | {"announced": True} for r in results]  # on the timeline at the ask
+            answer = _ask_rest(step, state, steps, decisions, later, rest, results)
+            later.append(answer)
+            if answer["decision"] != "approved":
+                results += [_not_approved(p, answer) for p in rest]
+                break
+            chosen, rest = _split(rest, answer.get("only"))
+            results += _execute(step, state, deps, verdict, chosen)
+        ran = [r for r in results if r["outcome"] != NOT_APPROVED]
+        ok = all(r["outcome"] in ("changed", "already_done") for r in ran)
+        done = {"skipped": False, "results": results, "succeeded": ok and bool(ran)}
+        if later:
+            done["later_decisions"] = later
         return output(step, done | {"at": deps.clock.now().isoformat()})
 
     return act_node
@@ -282,6 +268,117 @@ def incident_key(incident: str, action: str, proposal: Mapping[str, Any]) -> str
     return idempotency_key(
         run_id=incident, step_id="incident", action=action, target=f"{proposal['target']}{params}"
     )
+
+
+NOT_APPROVED = "not_approved"
+"""The outcome of a proposed action whose approval was rejected or expired after others ran."""
+
+
+def _split(
+    proposals: list[dict[str, Any]], only: Any
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(approved now, still to approve): `only` names the approved actions; None: all."""
+    if not only:
+        return proposals, []
+    names = set(only)
+    return [p for p in proposals if p["action"] in names], [
+        p for p in proposals if p["action"] not in names
+    ]
+
+
+def _ask_rest(
+    step: Step,
+    state: RunState,
+    steps: dict[str, Any],
+    decisions: list[dict[str, Any]],
+    later: list[dict[str, Any]],
+    rest: list[dict[str, Any]],
+    done: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """Interrupt for the actions still awaiting approval. Its times come from the previous
+    decision (in state), so the re-run on resume asks the same question with the same expiry."""
+    previous = later[-1] if later else decisions[0]
+    asked_at = datetime.fromisoformat(str(previous["at"]))
+    first = decisions[0]
+    ttl = datetime.fromisoformat(str(first["expires_at"])) - datetime.fromisoformat(
+        str(_requested_at(steps, first))
+    )
+    expires_at = (asked_at + ttl).isoformat()
+    payload = {
+        "run_id": state.get("run_id"),
+        "incident": state.get("incident"),
+        "step_id": f"{step.id}.rest{len(later) + 1}",
+        "runbook": state.get("runbook"),
+        "target": state.get("target"),
+        "proposals": rest,
+        "requested_at": asked_at.isoformat(),
+        "expires_at": expires_at,
+        "requester": state.get("inputs", {}).get("requester", "bot"),
+        "policy": next((s["policy"] for s in steps.values() if "policy" in s), {}),
+        "after": {"actor": previous.get("actor"), "only": previous.get("only")},
+        "done": [r for r in done if r["outcome"] != NOT_APPROVED],
+    }
+    return _decision(interrupt(payload), expires_at)
+
+
+def _requested_at(steps: dict[str, Any], decision: dict[str, Any]) -> str:
+    """When the first approval was requested (the propose step's time)."""
+    asked = [str(s["requested_at"]) for s in steps.values() if s.get("kind") == "propose"]
+    return min(asked) if asked else str(decision.get("at"))
+
+
+def _not_approved(proposal: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "action": proposal["action"],
+        "target": proposal["target"],
+        "risk": proposal.get("risk"),
+        "outcome": NOT_APPROVED,
+        "detail": f"{proposal['description']}: not run ({answer['decision']} by "
+        f"{answer['actor']})",
+    }
+
+
+def _execute(
+    step: Step,
+    state: RunState,
+    deps: Deps,
+    verdict: dict[str, Any],
+    proposals: list[dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """Each proposal once, behind its idempotency key (a re-run returns the first result)."""
+    results = []
+    for proposal in proposals:
+        spec = deps.actions.get(proposal["action"])
+        key = idempotency_key(
+            run_id=state.get("run_id", ""),
+            step_id=step.id,
+            action=spec.name,
+            target=proposal["target"],
+        )
+        if spec.per_incident:  # once per incident and parameters (a ticket per queue)
+            key = incident_key(state.get("incident", ""), spec.name, proposal)
+        ctx = ActionContext(
+            cluster=deps.cluster,
+            clock=deps.clock,
+            tickets=deps.tickets,
+            run_id=state.get("run_id", ""),
+            incident=state.get("incident", ""),
+            idempotency_key=key,
+            verdict=verdict,
+            silences=deps.silences,
+        )
+        results.append(
+            execute_once(
+                spec,
+                ctx,
+                ledger=deps.ledger,
+                step_id=step.id,
+                target=proposal["target"],
+                params=proposal.get("params", {}),
+                dry_run=deps.policy.dry_run,
+            )
+        )
+    return results
 
 
 def make_verify_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
