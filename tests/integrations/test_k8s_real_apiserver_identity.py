@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bot.checking import render_check
+from bot.cli.checking import render_check
 from kubernetes import client
 
 from bot.config import KubernetesSettings, Settings, StorageSettings
@@ -70,7 +70,7 @@ def test_impersonation_in_the_kubeconfig_is_who_the_bot_acts_as(
 def test_cluster_check_prints_the_identity_it_checked(
     real_kube: RealKube, nobody: str, tmp_path: Path
 ) -> None:
-    from bot.checking import check_cluster
+    from bot.cli.checking import check_cluster
 
     kubeconfig = _admin_as(real_kube, tmp_path / "kc", **{"as": nobody})
     settings = Settings(
