@@ -56,28 +56,29 @@ def session_scope(engine: Engine) -> Iterator[Session]:
     Objects stay readable after the block (no expiry on commit). SQLAlchemy errors leave as
     `StorageError`s; every other exception passes through unchanged after the rollback.
     """
-    session = Session(engine, expire_on_commit=False)
-    try:
+    with _scope(engine, Session(engine, expire_on_commit=False), commit=True) as session:
         yield session
-        session.commit()
-    except exc.SQLAlchemyError as err:
-        session.rollback()
-        raise translate(err, engine=engine) from err
-    except BaseException:
-        session.rollback()
-        raise
-    finally:
-        session.close()
 
 
 @contextmanager
 def read_scope(engine: Engine) -> Iterator[Session]:
     """A session for reading only: on SQLite its transaction never takes the write lock (it
     begins DEFERRED), so a slow reader holds up no writer. Nothing is committed."""
-    session = Session(engine.execution_options(**{READ_ONLY: True}), expire_on_commit=False)
+    reading = Session(engine.execution_options(**{READ_ONLY: True}), expire_on_commit=False)
+    with _scope(engine, reading, commit=False) as session:
+        yield session
+
+
+@contextmanager
+def _scope(engine: Engine, session: Session, *, commit: bool) -> Iterator[Session]:
+    """End `session` when the block ends: commit (or, for a reader, roll back) on success, roll
+    back on any error; SQLAlchemy errors leave as `StorageError`s."""
     try:
         yield session
-        session.rollback()
+        if commit:
+            session.commit()
+        else:
+            session.rollback()
     except exc.SQLAlchemyError as err:
         session.rollback()
         raise translate(err, engine=engine) from err
