@@ -97,7 +97,8 @@ def test_serve_logs_its_settings_masked_and_each_incident_and_run_as_json(tmp_pa
         }
     )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bot.cli.main", "serve", "--port", "0", "--host", "127.0.0.1"],
+        [sys.executable, "-m", "bot.cli.main", "serve", "--demo",
+         "--port", "0", "--host", "127.0.0.1"],
         cwd=tmp_path,
         env=env,
         stdout=subprocess.PIPE,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,9 @@ def test_action_items_and_written_sections_reach_every_format(tmp_path: Path) ->
     noted = "Action item for @bob, due 2026-12-01: Add a DBE alert"
     assert any(e["summary"] == noted for e in timeline)
 
-    ok(tmp_path, "fired", "INC-1", "2026-01-01T00:00:00Z", "earlier")
+    detected = json.loads(ok(tmp_path, "incident", "INC-1", "--json"))["incident"]["detected_at"]
+    earlier = datetime.fromisoformat(detected) - timedelta(hours=2)  # inside the 30-day window
+    ok(tmp_path, "fired", "INC-1", earlier.strftime("%Y-%m-%dT%H:%M:%SZ"), "earlier")
     assert sections(tmp_path)["root_cause"] == "HBM failure on GPU 5", "drafts never overwrite it"
 
 

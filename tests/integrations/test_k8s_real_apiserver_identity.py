@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bot.cli.checking import render_check
 from kubernetes import client
 
+from bot.cli.checking import render_check
 from bot.config import KubernetesSettings, Settings, StorageSettings
 from integrations.errors import ClusterError
 from integrations.k8s import REQUIRED_PERMISSIONS, KubernetesCluster, KubernetesEndpoint
