@@ -37,8 +37,14 @@ def test_readyz_is_ready_with_database_and_checkpointer(bot: Bot) -> None:
 
 
 def test_readyz_is_503_naming_the_checkpointer_when_it_is_gone(bot: Bot) -> None:
-    # The SqliteSaver's own connection, closed as a crashed disk or a lost PostgreSQL would.
-    bot.rt.engine.checkpointer.conn.close()  # type: ignore[attr-defined]
+    # The checkpoint file gone and every connection of the saver (one per thread) closed, as a
+    # crashed disk or a lost PostgreSQL would leave them: no thread can read a checkpoint.
+    saver = bot.rt.engine.checkpointer
+    path = Path(saver._path)  # type: ignore[attr-defined]
+    saver.close()  # type: ignore[attr-defined]
+    for leftover in path.parent.glob(path.name + "*"):
+        leftover.unlink()
+    path.mkdir()  # a directory where the file was: SQLite cannot open it
     response = bot.http.get("/readyz")
     assert response.status_code == 503
     assert set(response.json()["problems"]) == {"checkpointer"}
