@@ -121,6 +121,8 @@ class Bot:
                 "PYTHONUNBUFFERED": "1",
             }
         )
+        for port in ("GPU_ONCALL_CLUSTER", "GPU_ONCALL_TELEMETRY"):  # serve needs them named
+            env.setdefault(port, "sim")
         env.update(self.extra_env)
         return env
 
@@ -138,7 +140,7 @@ class Bot:
 
     def serve(self) -> str:
         """Start `gpu-oncall serve` on a free port; its URL once it listens."""
-        proc = self.popen("serve", "--demo", "--port", "0")
+        proc = self.popen("serve", "--port", "0")
         assert proc.stdout is not None
         for line in proc.stdout:
             found = re.search(r"serving on (http://[0-9.]+:[0-9]+)", line)
