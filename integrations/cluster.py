@@ -8,7 +8,7 @@ by `simulator.cluster.SimCluster` (sim mode) and `integrations.k8s.KubernetesClu
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -208,3 +208,11 @@ class Cluster(Protocol):
     def check_permissions(self, needed: Collection[Permission]) -> list[Permission]:
         """Whether the configured identity holds each permission (SelfSubjectAccessReview)."""
         ...
+
+
+def select_by_labels(
+    nodes: Iterable[NodeInfo], labels: Mapping[str, str | None]
+) -> list[NodeInfo]:
+    """The nodes whose labels match `labels` as `Cluster.nodes(labels=...)` means it: a value is
+    `key=value`, None is "key absent". For backends with no label index (the simulator, Slurm)."""
+    return [n for n in nodes if all(n.labels.get(k) == v for k, v in labels.items())]

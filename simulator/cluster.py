@@ -24,6 +24,7 @@ from integrations.cluster import (
     Permission,
     PodInfo,
     RemediationPause,
+    select_by_labels,
 )
 from integrations.errors import ClusterForbidden, JobNotFound, NodeNotFound
 from integrations.names import (
@@ -82,7 +83,7 @@ class SimCluster:
         at = self.fleet.now()
         found = [self._node_info(name, at) for name in wanted]
         if names is None and labels:
-            found = [n for n in found if all(n.labels.get(k) == v for k, v in labels.items())]
+            found = select_by_labels(found, labels)
         return found
 
     def pods_on(self, node: str) -> list[PodInfo]:

@@ -30,6 +30,7 @@ from integrations.cluster import (
     Permission,
     PodInfo,
     RemediationPause,
+    select_by_labels,
 )
 from integrations.errors import (
     ClusterError,
@@ -116,7 +117,7 @@ class SlurmCluster:
         if names is None:
             found = [self._info(raw) for raw in raws]
             if labels:
-                found = [n for n in found if all(n.labels.get(k) == v for k, v in labels.items())]
+                found = select_by_labels(found, labels)
             return found
         by_name = {str(raw["name"]): raw for raw in raws}
         for name in wanted:
