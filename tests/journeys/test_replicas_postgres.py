@@ -69,6 +69,8 @@ AUTO_APPROVE = json.dumps(["low", "medium", "high"])
 NODE = "gpu-node-03"
 """ecc-dbe-storm's node with the fault."""
 FINISHED = {"completed", "failed", "rejected"}
+REDELIVERIES = 3
+"""Times a sender sends a webhook again after its connection was reset."""
 
 
 def replica_env(worker: str, **extra: str) -> dict[str, str]:
@@ -102,7 +104,16 @@ def deliver(replicas: list[ServeReplica], bodies: list[dict[str, Any]]) -> Count
     with httpx.Client(timeout=120.0, headers=headers) as http:
 
         def send(item: tuple[dict[str, Any], str]) -> int:
-            return http.post(f"{item[1]}/alerts", json=item[0]).status_code
+            # A keep-alive connection the replica closed as idle (while the senders were busy
+            # with the other replica) can reset the request sent on it: Alertmanager sends the
+            # webhook again, and so does this sender. Redelivery is what the test is about.
+            for attempt in range(REDELIVERIES + 1):
+                try:
+                    return http.post(f"{item[1]}/alerts", json=item[0]).status_code
+                except (httpx.ReadError, httpx.RemoteProtocolError):
+                    if attempt == REDELIVERIES:
+                        raise
+            raise AssertionError("unreachable")
 
         with ThreadPoolExecutor(4) as pool:
             return Counter(pool.map(send, deliveries))
