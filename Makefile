@@ -26,8 +26,12 @@ lint: venv
 setup:
 	tools/setup/all.sh
 
+# Two pytest workers (the machine has 2 cores; most tests wait on real servers); each test file
+# runs whole on one worker, so a file's module fixtures start once. TEST_WORKERS=0 runs serially.
+TEST_WORKERS ?= 2
+
 test: setup lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 clean:
 	rm -rf $(VENV) .gpu-oncall .pytest_cache .mypy_cache .ruff_cache *.egg-info
