@@ -48,7 +48,7 @@ EXPRESSION_SECONDS = 1.0
 EXPRESSION_OUTPUT_CHARS = 100_000
 """Largest value (as JSON text) one CEL check may produce."""
 TEMPLATE_SECONDS = 1.0
-"""Longest one Jinja template may render."""
+"""Most CPU time (of the rendering thread) one Jinja template may take."""
 TEMPLATE_OUTPUT_CHARS = 100_000
 """Largest text one Jinja template may produce."""
 

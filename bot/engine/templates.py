@@ -4,7 +4,8 @@ Templates render finding texts, culprit fields and step parameters. They can rea
 inputs and step outputs, never call into Python beyond Jinja's sandboxed filters. Each has a
 budget (bot.limits): loops nest at most MAX_LOOP_DEPTH deep and `range` gives at most
 MAX_RANGE numbers (checked when the template is loaded), and a render stops past
-TEMPLATE_OUTPUT_CHARS characters or TEMPLATE_SECONDS.
+TEMPLATE_OUTPUT_CHARS characters or TEMPLATE_SECONDS of the rendering thread's CPU time (not
+wall time: a loaded machine or a busy GIL must not fail a template that did little work).
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ class MessageTemplate:
     template: Any
 
     def render(
-        self, context: Mapping[str, Any], *, clock: Callable[[], float] = time.monotonic
+        self, context: Mapping[str, Any], *, clock: Callable[[], float] = time.thread_time
     ) -> str:
         """The rendered text, within the output and time budgets."""
         deadline = clock() + TEMPLATE_SECONDS
