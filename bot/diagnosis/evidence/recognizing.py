@@ -120,7 +120,8 @@ def recognize(texts: Sequence[tuple[str, str]], *, catalog: LogCatalog) -> Evide
             found = [said]
         parsed += [(source, p) for p in found]
         unread += _not_understood(src, found)
-        hosts.update(m["host"] for m in _HOST.finditer(text))
+        if "Linux " in text:
+            hosts.update(m["host"] for m in _HOST.finditer(text))
     inventory = [t for _, p in parsed for t in p.inventory]
     findings = [f for _, p in parsed for f in p.findings]
     hosts.update(f.target.node for f in findings if f.target.node)
