@@ -28,6 +28,7 @@ from bot.diagnosis.evidence import (
     mentions,
     nvidia_smi,
     nvlink,
+    smi_table,
     vllm,
 )
 from bot.diagnosis.evidence.model import (
@@ -45,6 +46,7 @@ from bot.diagnosis.logs import LogCatalog
 Parser = Callable[[SourceText], Parsed | None]
 PARSERS: tuple[Parser, ...] = (
     nvidia_smi.parse,
+    smi_table.parse,
     nvlink.parse,
     dcgmi.parse,
     infiniband.parse_ports,
