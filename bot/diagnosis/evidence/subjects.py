@@ -4,7 +4,8 @@ dgx-12 shows ERR!", "every pair with node se02gn644 is slow".
 A node is a hostname-like token: lower-case words joined by hyphens and ending in a number
 (`gpu-node-07`, `gpu-1-8`, `dgx-a100-03`), unless its first word names software or a part
 (`cuda-12`, `nvidia-driver-535`, `x86-64`) or it is a GPU (`gpu-3`); or any token right after
-`node`, `host`, `server` or `machine` that holds a digit (`node se02gn644`). A GPU is `GPU 3`,
+`node`, `host`, `server` or `machine` that holds a digit (`node se02gn644`), or a short name of
+letters and a number after `on` / `in` / `from` (`on cn110`). A GPU is `GPU 3`,
 `GPU #3`, `gpu-3` or a `GPU-<uuid>`. A term's subject is looked for in its clause (a sentence,
 or the part of it before or after `, then` / `, but`). Precision matters more than recall: the
 target of a mention is a guess that the verdict labels as coming from a mention. Pure: no I/O.
@@ -18,7 +19,8 @@ from bot.diagnosis.evidence.model import Target
 
 _HYPHENATED = re.compile(r"(?<![\w./-])[a-z][a-z0-9]*(?:-[a-z0-9]+)*-[a-z0-9]*\d(?![\w-]|\.\w)")
 _AFTER_WORD = re.compile(
-    r"\b(?:node|host|server|machine)s?\s+(?P<name>[A-Za-z][\w-]*\d[\w-]*)(?![\w.-]*\.\w)",
+    r"\b(?:node|host|server|machine)s?\s+(?P<name>[A-Za-z][\w-]*\d[\w-]*)(?![\w.-]*\.\w)"
+    r"|\b(?:on|in|from)\s+(?P<short>[a-z]{1,10}\d{2,}[a-z0-9]*)\b",
     re.IGNORECASE,
 )
 _GPU_INDEX = re.compile(
@@ -50,7 +52,10 @@ def named_nodes(text: str) -> list[str]:
         first = token.split("-", 1)[0]
         if first not in _NOT_HOSTS and not first.isdigit() and not _GPU_TOKEN.fullmatch(token):
             found.append((match.start(), token))
-    found += [(m.start("name"), m["name"]) for m in _AFTER_WORD.finditer(text)]
+    for m in _AFTER_WORD.finditer(text):
+        name = m["name"] or m["short"]
+        if name.lower() not in _NOT_HOSTS:
+            found.append((m.start(), name))
     return list(dict.fromkeys(name for _, name in sorted(found)))
 
 
