@@ -56,7 +56,8 @@ _TERMS: tuple[tuple[re.Pattern[str], Layer, str], ...] = (
     (re.compile(r"\b(?:HW|hardware) thermal slowdown\b|\bthermal (?:slowdown|throttling)\b",
                 re.IGNORECASE), Layer.FACILITY, "GPUs slowed by temperature (cooling)"),
     (re.compile(r"\b(?:link|port|connection|cable|InfiniBand|IB|HCA)\b[^.\n]{0,40}?\bflapping\b"
-                r"|\bflapping (?:link|port|connection)\b", re.IGNORECASE), Layer.FABRIC,
+                r"|\bflapping (?:IB |InfiniBand |network )?(?:link|port|connection)\b",
+                re.IGNORECASE), Layer.FABRIC,
      "a network link is flapping"),
     (re.compile(r"\bmark(?:s|ed|ing)? (?:the |any |a |all )?(?:GPU|device)s? (?:as )?unhealthy\b"
                 r"|\bdevice(?:s)? marked unhealthy\b", re.IGNORECASE), Layer.KUBERNETES,

@@ -1,9 +1,10 @@
 """`nvidia-smi`'s default table: one block per GPU (`| 14  NVIDIA RTX 4000 ... On | 0000:CC:00.0
 Off | Off |` then `|ERR!   68C    P2   99W / 130W | ... |`), whole or as a fragment.
 
-An `ERR!` cell is NVML failing to read that field. In the fan column of a GPU that has a fan
-(other GPUs show a percentage, or this one did before) it is the fan or its controller failing:
-`gpu_hardware`, a warning on that GPU. Elsewhere (a power reading, most often) it is a sensor
+An `ERR!` cell is NVML failing to read that field. In the fan column, where fans can be read
+(another GPU of the table shows a percentage, or the table has one GPU), it is that GPU's fan or
+its controller failing: `gpu_hardware`, a warning on that GPU; every fan `ERR!` on a multi-GPU
+table is NVML itself, listed as context. Elsewhere (a power reading, most often) it is a sensor
 read that fails now and then: listed as context, never a fault by itself (the maintainers of
 azhpc-diagnostics called an `ERR!` power reading transient). A table read with no `ERR!` fan
 cell is a recognised, healthy output. Pure: no I/O.
