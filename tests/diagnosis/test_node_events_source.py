@@ -12,7 +12,6 @@ silent exporter (telemetry, a ticket).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -39,15 +38,7 @@ def test_a_gpu_lost_behind_a_silent_exporter_is_found_in_the_nodes_events(
     ).items
     assert any("NVRM: Xid" in (e.message or "") and ": 79," in e.message for e in listed)
 
-    env = dict(os.environ) | {
-        "GPU_ONCALL_STORAGE__URL": f"sqlite:///{tmp_path / 'oncall.db'}",
-        "GPU_ONCALL_IDENTITY__CLI_USER": "alice",
-        "GPU_ONCALL_CLUSTER": "kubernetes",
-        "GPU_ONCALL_TELEMETRY": "sim",
-        "GPU_ONCALL_KUBERNETES__KUBECONFIG": str(real_kube.kubeconfig),
-        "GPU_ONCALL_KUBERNETES__IN_CLUSTER": "false",
-        "GPU_ONCALL_KUBERNETES__RETRIES": "1",
-    }
+    env = real_kube.cli_env(tmp_path / "oncall.db")
     run = subprocess.run(
         [sys.executable, "-m", "bot.cli.main", "run", "nccl-hang", "job=llm-pretrain",
          "--scenario", str(SCENARIO), "--json"],
