@@ -16,7 +16,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.corpus.scoring import accuracy, load_corpus, misses, score, table  # noqa: E402
+from tests.corpus.scoring import (  # noqa: E402
+    accuracy,
+    culprits,
+    load_corpus,
+    misses,
+    score,
+    table,
+)
 
 
 def main() -> int:
@@ -27,11 +34,13 @@ def main() -> int:
     healthy_faulted = [s for s in scored if s.healthy_given_a_fault]
     print(table(scored))
     print(f"\nhealthy excerpts given a fault: {len(healthy_faulted)}")
+    print(culprits(scored))
     print(f"accuracy {accuracy(scored):.3f} over {len(scored)} excerpts\nmisses:\n{misses(scored)}")
     if args.json:
         rows = [
             {"excerpt": s.excerpt.name, "format": s.excerpt.format, "expected": s.excerpt.layer,
-             "got": s.got, "signal": s.signal}
+             "got": s.got, "signal": s.signal, "culprit": s.excerpt.culprit,
+             "culprits": list(s.culprits)}
             for s in scored
         ]
         args.json.write_text(json.dumps(rows, indent=2))

@@ -52,6 +52,8 @@ class SimCluster:
     def __init__(self, fleet: Fleet) -> None:
         self.fleet = fleet
         self.denied: set[tuple[str, str]] = set()
+        if not fleet.scenario.fleet.kernel_log_readable:
+            self.deny("get", "nodes/proxy")
 
     def deny(self, verb: str, resource: str) -> None:
         """Refuse `verb` on `resource` (e.g. "patch", "nodes" or "create", "pods/eviction")."""

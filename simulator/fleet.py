@@ -227,9 +227,26 @@ class Fleet:
     def events(self, node: str, *, since: datetime, until: datetime) -> list[ClusterEvent]:
         """Events about the node and the pods first placed on it, in `[since, until]`."""
         self.node(node)
-        return sorted(
-            (e for n, e in self._events if n == node and since <= e.at <= until), key=lambda e: e.at
-        )
+        found = [e for n, e in self._events if n == node and since <= e.at <= until]
+        if self.scenario.fleet.node_problem_detector:
+            found += [e for e in self._xid_events(node, until) if since <= e.at]
+        return sorted(found, key=lambda e: e.at)
+
+    def _xid_events(self, node: str, until: datetime) -> list[ClusterEvent]:
+        """node-problem-detector's XID rule (DOMAIN.md §7): one Node event per `NVRM: Xid`
+        kernel line the node's faults have written by `until`."""
+        t = self.offset(until)
+        lines = [
+            line
+            for fault in self._faults_on(node)
+            for line in FAULT_KINDS[fault.kind].kernel_log(fault, t)
+            if line.t <= t and "NVRM: Xid" in line.text
+        ]
+        return [
+            ClusterEvent(at=self.wall(line.t), kind="Node", name=node, reason="XidError",
+                         message=line.text, type="Warning")
+            for line in lines
+        ]
 
     # --- writes (journaled) ----------------------------------------------------------------
 
@@ -526,7 +543,10 @@ class Fleet:
     def _register(self, fault: ActiveFault) -> None:
         kind = FAULT_KINDS[fault.kind]
         self.faults.append(fault)
+        healthchecks = self.scenario.fleet.device_plugin_healthchecks
         for impact in kind.impacts(fault):
+            if not healthchecks and impact.metric == "kube_node_status_allocatable":
+                continue  # DP_DISABLE_HEALTHCHECKS=all: the plugin never drops a GPU
             self._impacts.setdefault(impact.node, []).append(impact)
         touched = [
             p

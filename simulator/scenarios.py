@@ -100,6 +100,14 @@ class FleetSpec(_Model):
     """Run the NVIDIA device plugin's DaemonSet pod on every node (as the GPU Operator does),
     so a runbook can propose restarting it. Off by default: the Kubernetes contract suite
     counts each node's pods."""
+    device_plugin_healthchecks: bool = True
+    """False is `DP_DISABLE_HEALTHCHECKS=all` (DOMAIN.md §7): the plugin never marks a GPU
+    unhealthy, so allocatable stays at capacity whatever the GPU does."""
+    node_problem_detector: bool = False
+    """node-problem-detector runs with the GPU rule of DOMAIN.md §7: every `NVRM: Xid` kernel
+    line becomes a Warning event on the Node (reason `XidError`, the line as its message)."""
+    kernel_log_readable: bool = True
+    """False: the bot's role may not `get nodes/proxy`, so it cannot read kernel logs."""
 
     @property
     def node_names(self) -> list[str]:

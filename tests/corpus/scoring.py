@@ -61,14 +61,30 @@ class Scored:
     excerpt: Excerpt
     got: str  # the layer the bot gave, "none" for no fault
     signal: str | None
+    culprits: tuple[str, ...] = ()  # what the evidence report names (node, GPU, HCA port)
 
     @property
     def correct(self) -> bool:
         return self.got == self.excerpt.layer
 
     @property
+    def culprit_named(self) -> bool:
+        """The layer is right and the report names the excerpt's culprit (`GPU 14` is named
+        by `GPU 14 / 0000:cc:00.0`)."""
+        want = _squeezed(self.excerpt.culprit or "")
+        named = [_squeezed(c) for c in self.culprits]
+        return bool(want) and self.correct and any(
+            want in c or want.removeprefix("gpu") in c for c in named
+        )
+
+    @property
     def healthy_given_a_fault(self) -> bool:
         return self.excerpt.layer == "none" and self.got != "none"
+
+
+def _squeezed(name: str) -> str:
+    """`GPU 0` and `GPU0`, `GPU 0000:A1:00.0` and `0000:a1:00.0` compare equal."""
+    return name.lower().replace(" ", "")
 
 
 def load_excerpt(path: Path) -> Excerpt:
@@ -104,7 +120,8 @@ def score(excerpts: Iterable[Excerpt], catalog: LogCatalog | None = None) -> lis
     scored = []
     for excerpt in excerpts:
         verdict = classify_paste(excerpt.text, catalog=catalog, source=excerpt.path.name)
-        scored.append(Scored(excerpt, verdict.layer or "none", verdict.signal))
+        scored.append(Scored(excerpt, verdict.layer or "none", verdict.signal,
+                             verdict.evidence.culprits))
     return scored
 
 
@@ -126,6 +143,14 @@ def table(scored: list[Scored]) -> str:
         for name, group in rows
     ]
     return "\n".join(lines)
+
+
+def culprits(scored: list[Scored]) -> str:
+    """How many excerpts with a `culprit` had it named, overall and for prose."""
+    named = [s for s in scored if s.excerpt.culprit]
+    prose = [s for s in named if s.excerpt.format == "prose"]
+    return (f"culprit named: {sum(s.culprit_named for s in named)}/{len(named)} excerpts "
+            f"with a culprit (prose {sum(s.culprit_named for s in prose)}/{len(prose)})")
 
 
 def misses(scored: list[Scored]) -> str:

@@ -1,7 +1,8 @@
 """Property tests: every evidence parser takes any text and answers with a result (or None for
 "not my format"), never an exception; the paste classifier always gives a known status.
 
-Covers: nvidia-smi -q (with and without its GPU header), kubectl YAML/describe fragments,
+Covers: nvidia-smi -q (with and without its GPU header), nvidia-smi's default table, perfquery
+and ibqueryerrors (behind their literal pre-filters), kubectl YAML/describe fragments,
 dcgm-exporter exposition text, dcgmi nvlink status, driver versions, prose mentions, the log
 catalog, and `classify_paste` over text built from real format fragments, arbitrary unicode,
 odd indentation, prompts and wrapped lines. Hypothesis deadlines are off: nothing here is timed.
@@ -19,10 +20,12 @@ from bot.diagnosis.evidence import (
     dcgmi_nvlink,
     driver_versions,
     exposition,
+    infiniband,
     kubernetes,
     mentions,
     nvidia_smi,
     nvlink,
+    smi_table,
     vllm,
 )
 from bot.diagnosis.evidence.model import Parsed, SourceText
@@ -69,6 +72,13 @@ FRAGMENTS = [
     "XIDs 119 and 120 on 3 nodes after the driver upgrade",
     "the rack hit its power brake",
     "| Diagnostic                | Result                                         |",
+    "|  14  NVIDIA RTX 4000 Ada Gene...    On  |   00000000:CC:00.0 Off |                  Off |",
+    "|ERR!   68C    P2             99W /  130W |       1MiB /  20475MiB |     93%      Default |",
+    "| N/A   29C    P0   ERR! / 250W |    593MiB / 16160MiB |      0%      Default |",
+    "# Port counters: Lid 5 port 1",
+    "SymbolErrorCounter:..............6",
+    'Errors for "gpu-node-1 mlx5_0"',
+    "   GUID 0x506b4b0300c0a1b2 port ALL: [LinkDownedCounter == 3]",
     "| Memory                    | Fail                                           |",
     "$ ",
     "# ",
@@ -95,6 +105,9 @@ PARSERS: list[Callable[[SourceText], Parsed | None]] = [
     driver_versions.parse,
     nvlink.parse,
     vllm.parse,
+    smi_table.parse,
+    infiniband.parse_perfquery,
+    infiniband.parse_ibqueryerrors,
     lambda src: exposition.parse(src, catalog=CATALOG),
     lambda src: mentions.parse(src, catalog=CATALOG),
 ]

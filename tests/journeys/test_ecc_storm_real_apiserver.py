@@ -15,7 +15,6 @@ It is the journey a new user runs on a real cluster, and it found three faults, 
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -55,15 +54,7 @@ def cli(real_kube: RealKube, tmp_path: Path) -> Iterator[Cli]:
     real_kube.reset()
     fleet = Fleet.from_scenario(load_scenario(SCENARIO), now=lambda: datetime.now(UTC))
     real_kube.seed_from_fleet(fleet)
-    env = dict(os.environ) | {
-        "GPU_ONCALL_STORAGE__URL": f"sqlite:///{tmp_path / 'oncall.db'}",
-        "GPU_ONCALL_IDENTITY__CLI_USER": "alice",
-        "GPU_ONCALL_CLUSTER": "kubernetes",
-        "GPU_ONCALL_TELEMETRY": "sim",
-        "GPU_ONCALL_KUBERNETES__KUBECONFIG": str(real_kube.kubeconfig),
-        "GPU_ONCALL_KUBERNETES__IN_CLUSTER": "false",
-        "GPU_ONCALL_KUBERNETES__RETRIES": "1",
-    }
+    env = real_kube.cli_env(tmp_path / "oncall.db")
     yield Cli(env, tmp_path)
 
 

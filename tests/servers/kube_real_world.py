@@ -15,6 +15,7 @@ NodeHealthChecks) so each test starts from the same seeded fleet on one server p
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -85,6 +86,19 @@ class RealKube:
         )
         self.grant_roles()
         return kubeconfig
+
+    def cli_env(self, database: Path) -> dict[str, str]:
+        """The environment of a `gpu-oncall` subprocess acting as the bot's own identity on
+        this API server (telemetry from the simulated fleet), storing into `database`."""
+        return dict(os.environ) | {
+            "GPU_ONCALL_STORAGE__URL": f"sqlite:///{database}",
+            "GPU_ONCALL_IDENTITY__CLI_USER": "alice",
+            "GPU_ONCALL_CLUSTER": "kubernetes",
+            "GPU_ONCALL_TELEMETRY": "sim",
+            "GPU_ONCALL_KUBERNETES__KUBECONFIG": str(self.kubeconfig),
+            "GPU_ONCALL_KUBERNETES__IN_CLUSTER": "false",
+            "GPU_ONCALL_KUBERNETES__RETRIES": "1",
+        }
 
     def grant_roles(self) -> None:
         """(Re)apply the ClusterRole and the agent Role exactly as deployed."""

@@ -36,7 +36,9 @@ class _Test:
 
 
 def parse(src: SourceText) -> Parsed | None:
-    if not any("Diagnostic" in line and "Result" in line for line in src.lines):
+    if "Diagnostic" not in src.text or not any(
+        "Diagnostic" in line and "Result" in line for line in src.lines
+    ):
         return None
     tests: list[_Test] = []
     category = ""

@@ -138,6 +138,8 @@ def _is_up(port: _Port) -> bool:
 
 
 def parse_perfquery(src: SourceText) -> Parsed | None:
+    if " counters: Lid " not in src.text:  # rows count only under a header
+        return None
     findings: list[EvidenceFinding] = []
     seen = False
     target, header = Target(), -1
@@ -158,6 +160,8 @@ def parse_perfquery(src: SourceText) -> Parsed | None:
 
 
 def parse_ibqueryerrors(src: SourceText) -> Parsed | None:
+    if "Errors for " not in src.text and "GUID " not in src.text:
+        return None
     findings: list[EvidenceFinding] = []
     seen = False
     desc, header = "", -1

@@ -116,6 +116,9 @@ def _judge_yaml(src: SourceText, node: Mapping[str, Any]) -> list[EvidenceFindin
 
 
 def parse_describe(src: SourceText) -> Parsed | None:
+    text = src.text
+    if "Conditions:" not in text and ("Capacity:" not in text or "Allocatable:" not in text):
+        return None
     name_line = next((i for i, ln in enumerate(src.lines) if _DESCRIBE_NAME.match(ln)), None)
     whole = name_line is not None and any(ln.startswith("Conditions:") for ln in src.lines)
     blocks = {ln.strip() for ln in src.lines} >= {"Capacity:", "Allocatable:"}

@@ -5,7 +5,10 @@ short a GPU").
 Used only when nothing else in the text was recognised. Every finding is tool `mention`: the
 verdict built on it is low-confidence and says it comes from a mention, not from tool output
 (bot.diagnosis.evidence.recognizing). Terms and their layers follow DOMAIN.md (§2 XIDs, §8
-symptom table). Pure: no I/O.
+symptom table). A node or GPU named in the same clause as the term ("gpu-node-07 fell off the
+bus", "GPU 3 on dgx-12") becomes the finding's target (bot.diagnosis.evidence.subjects); when
+the clause names none, the one node the whole text names, if it names exactly one.
+Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import re
 from collections.abc import Iterator
 
 from bot.diagnosis.evidence.model import EvidenceFinding, EvidenceLine, Parsed, SourceText, Target
+from bot.diagnosis.evidence.subjects import clause_around, named_nodes, subjects
 from bot.diagnosis.layers import Layer, Severity
 from bot.diagnosis.logs import LogCatalog, xid_info
 
@@ -30,7 +34,8 @@ _DRIVER_CHANGE = re.compile(
 )
 #: (pattern, layer, meaning) for terms whose layer does not depend on an XID table row
 _TERMS: tuple[tuple[re.Pattern[str], Layer, str], ...] = (
-    (re.compile(r"\bfallen off (?:the|of the) bus\b", re.IGNORECASE), Layer.GPU_HARDWARE,
+    (re.compile(r"\b(?:fallen|fell|falls|falling) off (?:the|of the) (?:PCIe? )?bus\b",
+                re.IGNORECASE), Layer.GPU_HARDWARE,
      "a GPU fell off the bus (the Xid 79 condition)"),
     (re.compile(r"\b(?:came up|is|was|are|were|comes up) short (?:a|one|\d+) GPUs?\b"
                 r"|\blost (?:a|one|\d+) GPUs?\b|\bGPUs? (?:is |are |was |were )?missing\b"
@@ -51,7 +56,8 @@ _TERMS: tuple[tuple[re.Pattern[str], Layer, str], ...] = (
     (re.compile(r"\b(?:HW|hardware) thermal slowdown\b|\bthermal (?:slowdown|throttling)\b",
                 re.IGNORECASE), Layer.FACILITY, "GPUs slowed by temperature (cooling)"),
     (re.compile(r"\b(?:link|port|connection|cable|InfiniBand|IB|HCA)\b[^.\n]{0,40}?\bflapping\b"
-                r"|\bflapping (?:link|port|connection)\b", re.IGNORECASE), Layer.FABRIC,
+                r"|\bflapping (?:IB |InfiniBand |network )?(?:link|port|connection)\b",
+                re.IGNORECASE), Layer.FABRIC,
      "a network link is flapping"),
     (re.compile(r"\bmark(?:s|ed|ing)? (?:the |any |a |all )?(?:GPU|device)s? (?:as )?unhealthy\b"
                 r"|\bdevice(?:s)? marked unhealthy\b", re.IGNORECASE), Layer.KUBERNETES,
@@ -70,13 +76,24 @@ _TERMS: tuple[tuple[re.Pattern[str], Layer, str], ...] = (
 def parse(src: SourceText, *, catalog: LogCatalog) -> Parsed | None:
     """Mentions of known fault terms, or None when the text names none."""
     flat = " ".join(src.text.split())  # prose wraps anywhere: `Xid\n119`
-    found = [*_xid_mentions(src, flat, catalog), *_term_mentions(src, flat)]
-    unique = {(f.layer, f.summary): f for f in reversed(found)}  # the first of each kept
+    spans = [*_xid_mentions(flat, catalog), *_term_mentions(flat)]
+    only = named_nodes(flat)
+    fallback = Target(node=only[0]) if len(only) == 1 else Target()
+    found = [
+        _finding(src, flat[start:end], layer, severity, meaning, target)
+        for start, end, layer, severity, meaning in spans
+        for target in (subjects(clause_around(flat, start, end)) or [fallback])
+    ]
+    unique = {(f.layer, f.summary, f.target): f for f in reversed(found)}  # the first kept
     findings = tuple(reversed(unique.values()))
     return Parsed(FORMAT, findings) if findings else None
 
 
-def _xid_mentions(src: SourceText, flat: str, catalog: LogCatalog) -> Iterator[EvidenceFinding]:
+Span = tuple[int, int, Layer, Severity, str]
+"""Where a term was said in the flattened text, its layer, severity and meaning."""
+
+
+def _xid_mentions(flat: str, catalog: LogCatalog) -> Iterator[Span]:
     driver = _DRIVER_CHANGE.search(flat)
     for found in _XIDS.finditer(flat):
         for code in map(int, re.findall(r"\d+", found["codes"])):
@@ -87,20 +104,20 @@ def _xid_mentions(src: SourceText, flat: str, catalog: LogCatalog) -> Iterator[E
             if driver and layer is Layer.WORKLOAD:  # DOMAIN §8: app XIDs after a driver change
                 layer, why = Layer.NODE_SOFTWARE, f"Xid {code} tied to a driver change"
             severity = Severity.INFO if row.secondary else Severity.WARNING
-            yield _finding(src, found.group(), layer, severity, why)
+            yield found.start(), found.end(), layer, severity, why
 
 
-def _term_mentions(src: SourceText, flat: str) -> Iterator[EvidenceFinding]:
+def _term_mentions(flat: str) -> Iterator[Span]:
     for pattern, layer, meaning in _TERMS:
         if found := pattern.search(flat):
-            yield _finding(src, found.group(), layer, Severity.WARNING, meaning)
+            yield found.start(), found.end(), layer, Severity.WARNING, meaning
 
 
 def _finding(
-    src: SourceText, said: str, layer: Layer, severity: Severity, meaning: str
+    src: SourceText, said: str, layer: Layer, severity: Severity, meaning: str, target: Target
 ) -> EvidenceFinding:
     words = said.split()
     at = next((i for i, line in enumerate(src.lines) if words and words[0] in line), None)
     lines = (src.cite(at),) if at is not None else (EvidenceLine(src.source, 0, said),)
     return EvidenceFinding(FORMAT, f"mention.{layer.value}", layer, severity,
-                           f"mentioned, not measured: {meaning} (\"{said}\")", Target(), lines)
+                           f"mentioned, not measured: {meaning} (\"{said}\")", target, lines)

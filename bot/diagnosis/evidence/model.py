@@ -17,6 +17,12 @@ _PCI = re.compile(
 )
 
 
+def at_line_start(text: str, prefix: str) -> bool:
+    """Whether some line of `text` starts with `prefix`: a C substring search that lets a
+    parser skip its per-line regexes on a large text without its header."""
+    return text.startswith(prefix) or f"\n{prefix}" in text
+
+
 def normalize_pci(text: str) -> str | None:
     """`00000000:2B:00.0`, `PCI:0000:2b:00` and `0000:2b:00.0` all become `0000:2b:00.0`."""
     found = _PCI.search(text)

@@ -23,6 +23,7 @@ from bot.diagnosis.evidence.model import (
     Parsed,
     SourceText,
     Target,
+    at_line_start,
     normalize_pci,
 )
 from bot.diagnosis.layers import Layer, Severity
@@ -77,7 +78,7 @@ def parse(src: SourceText) -> Parsed | None:
 
 
 def _gpus(src: SourceText) -> Iterator[_Gpu]:
-    if not _ANY_GPU_HEADER.search(src.text):
+    if not (at_line_start(src.text, "GPU ") and _ANY_GPU_HEADER.search(src.text)):
         if any(name in src.text for name in _SECTION_NAMES) and _FRAGMENT_SECTIONS.search(src.text):
             yield _fragment(src)
         return

@@ -13,7 +13,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from bot.diagnosis.evidence.model import EvidenceFinding, Parsed, SourceText, Target
+from bot.diagnosis.evidence.model import (
+    EvidenceFinding,
+    Parsed,
+    SourceText,
+    Target,
+    at_line_start,
+)
 from bot.diagnosis.layers import Layer, Severity
 
 FORMAT = "nvidia-smi nvlink"
@@ -39,6 +45,8 @@ class _Gpu:
 
 
 def parse(src: SourceText) -> Parsed | None:
+    if not at_line_start(src.text, "GPU "):
+        return None
     gpus: list[_Gpu] = []
     for i, line in enumerate(src.lines):
         header = _HEADER.match(line)

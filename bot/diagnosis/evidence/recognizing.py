@@ -28,6 +28,7 @@ from bot.diagnosis.evidence import (
     mentions,
     nvidia_smi,
     nvlink,
+    smi_table,
     vllm,
 )
 from bot.diagnosis.evidence.model import (
@@ -45,6 +46,7 @@ from bot.diagnosis.logs import LogCatalog
 Parser = Callable[[SourceText], Parsed | None]
 PARSERS: tuple[Parser, ...] = (
     nvidia_smi.parse,
+    smi_table.parse,
     nvlink.parse,
     dcgmi.parse,
     infiniband.parse_ports,
@@ -120,7 +122,8 @@ def recognize(texts: Sequence[tuple[str, str]], *, catalog: LogCatalog) -> Evide
             found = [said]
         parsed += [(source, p) for p in found]
         unread += _not_understood(src, found)
-        hosts.update(m["host"] for m in _HOST.finditer(text))
+        if "Linux " in text:
+            hosts.update(m["host"] for m in _HOST.finditer(text))
     inventory = [t for _, p in parsed for t in p.inventory]
     findings = [f for _, p in parsed for f in p.findings]
     hosts.update(f.target.node for f in findings if f.target.node)

@@ -285,9 +285,11 @@ def _read_pods(deps: Deps, nodes: list[str], state: RunState) -> dict[str, Any]:
 
 
 def _read_events(deps: Deps, nodes: list[str], state: RunState) -> dict[str, Any]:
+    """The events of the window, and their messages classified like a kernel log: NPD's
+    kernel-monitor rules put the matched line (`NVRM: Xid ... 79`) in the event's message."""
     since = deps.clock.now() - step_window_default(state)
     events = [e for node in nodes for e in deps.cluster.events(node, since=since)]
-    return {
+    return _classified(deps, "\n".join(e.message for e in events)) | {
         "events": [
             {
                 "at": e.at.isoformat(),
