@@ -25,6 +25,7 @@ from integrations.errors import ClusterError
 from integrations.k8s import draining, permissions, reads, writes
 from integrations.k8s.connection import (
     KubernetesEndpoint,
+    impersonate_groups,
     in_cluster,
     kubeconfig_impersonation,
     make_configuration,
@@ -90,6 +91,8 @@ class KubernetesCluster:
                 raise ClusterError(f"cannot read the kubeconfig's impersonation: {exc}") from exc
             headers: Any = api_client.default_headers  # set_default_header is untyped
             headers.update(acting.headers() if acting else {})
+            if acting and acting.groups:
+                impersonate_groups(api_client, acting.groups)
         return cls(api_client, **(settings | options))
 
     def watch_nodes(self) -> NodeCache:
