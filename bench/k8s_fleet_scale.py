@@ -8,9 +8,14 @@ tools/setup/kube-apiserver.sh), creates the fleet as admin (nodes in pools of 10
 ServiceAccount bound to exactly the deployed ClusterRole, runs the Cluster calls the ECC
 journey makes, through the bot's own code (the gather steps' reads, the approval's impact
 read, the safety guard's observation before the cordon and before the drain, the cordon, the
-drain) on a node with pods. Requests are counted at the client (every HTTP request the adapter
-sends). `before` is the same removal with the safety guard reading the whole fleet, as it did
-(one paginated list of every node per action). A removal's time is observe + cordon.
+drain) on a node with pods, twice: with the pool and domain reads as label-selected lists
+(served from the API server's watch cache) and with the adapter's own node cache (one
+list+watch, integrations/k8s/node_cache.py). Requests are counted at the client (every HTTP
+request the calling thread sends; not the cache's watch). A removal (the guard's observation
+before a cordon, then the cordon) is timed `--repeat` times in three modes, interleaved:
+`fleet list` (before issue 19: a paginated list of every node), `label lists` and
+`node cache` (a full garbage collection, untimed, before each); median and minimum, the
+median of each request and of the cache's wait for its watch (where the time goes).
 
     python bench/k8s_fleet_scale.py --sizes 100 1000 5000 --json out.json
 """
@@ -19,9 +24,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
+import statistics
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -40,6 +49,7 @@ from bot.actions.limits import SafetyLimits  # noqa: E402
 from bot.clock import SystemClock  # noqa: E402
 from integrations.errors import ClusterError  # noqa: E402
 from integrations.k8s import KubernetesCluster, KubernetesEndpoint  # noqa: E402
+from integrations.k8s.node_cache import NodeCache  # noqa: E402
 from integrations.telemetry import SignalResult  # noqa: E402
 from tests.servers.kube_apiserver import start_control_plane  # noqa: E402
 from tests.servers.kube_real_world import RealKube  # noqa: E402
@@ -60,15 +70,23 @@ def node_name(i: int) -> str:
 
 
 @contextmanager
-def counted(cluster: KubernetesCluster) -> Iterator[list[str]]:
-    """Every HTTP request the adapter sends while the block runs (method and path)."""
-    sent: list[str] = []
+def counted(cluster: KubernetesCluster) -> Iterator[list[tuple[str, float]]]:
+    """Every HTTP request the adapter sends while the block runs (method and path, seconds).
+    The node cache's own watch thread uses the same client: its requests are not the
+    block's, so only the calling thread's are counted."""
+    sent: list[tuple[str, float]] = []
     rest: Any = cluster.api.rest_client
     request = rest.request
+    caller = threading.get_ident()
 
     def counting(method: str, url: str, *args: Any, **kw: Any) -> Any:
-        sent.append(f"{method} {url.split('://', 1)[-1].split('/', 1)[-1]}")
-        return request(method, url, *args, **kw)
+        started = time.monotonic()
+        try:
+            return request(method, url, *args, **kw)
+        finally:
+            if threading.get_ident() == caller:
+                path = url.split("://", 1)[-1].split("/", 1)[-1].split("?", 1)[0]
+                sent.append((f"{method} /{path}", time.monotonic() - started))
 
     rest.request = counting
     try:
@@ -77,8 +95,9 @@ def counted(cluster: KubernetesCluster) -> Iterator[list[str]]:
         rest.request = request
 
 
-def measure(cluster: KubernetesCluster, size: int, *, target: str) -> dict[str, Any]:
-    """`target` is a busy node (10 pods) no earlier size drained."""
+def journey(cluster: KubernetesCluster, *, target: str) -> dict[str, Any]:
+    """The ECC journey's cluster calls on `target` (a busy node): requests and seconds per
+    step. The node is uncordoned afterwards (its pods stay evicted)."""
     guard = SafetyGuard(limits=SafetyLimits(), cluster=cluster, clock=SystemClock())
     readings = JobReadings(NoTelemetry(), [])  # type: ignore[arg-type]
     since = datetime.now(UTC) - timedelta(hours=1)
@@ -105,26 +124,89 @@ def measure(cluster: KubernetesCluster, size: int, *, target: str) -> dict[str, 
         with counted(cluster) as sent:
             started = time.monotonic()
             step()
-            seconds[name] = time.monotonic() - started
+            seconds[name] = round(time.monotonic() - started, 4)
         requests[name] = len(sent)
     cluster.uncordon(target)
-    removal = seconds["guard: before cordon"] + seconds["cordon"]
-    # before: the guard listed every node of the fleet before each removal
-    with counted(cluster) as sent:
-        started = time.monotonic()
-        cluster.nodes()
-        cluster.cordon(target)
-        before = time.monotonic() - started
-    cluster.uncordon(target)
+    return {"requests": requests, "requests_total": sum(requests.values()), "seconds": seconds}
+
+
+def removals(
+    modes: dict[str, KubernetesCluster], *, target: str, repeat: int
+) -> dict[str, dict[str, Any]]:
+    """Time one removal (the guard's observation before a cordon, then the cordon) `repeat`
+    times per mode, the modes interleaved so load affects them alike; the node is uncordoned
+    (untimed) after each. Median and minimum seconds, requests, and the median seconds of
+    each request of the removal (where the time goes)."""
+    times: dict[str, list[float]] = {mode: [] for mode in modes}
+    waits: dict[str, list[float]] = {mode: [] for mode in modes}
+    per_request: dict[str, dict[str, list[float]]] = {mode: {} for mode in modes}
+    requests: dict[str, int] = {}
+    for _ in range(repeat):
+        for mode, cluster in modes.items():
+            guard = SafetyGuard(limits=SafetyLimits(), cluster=cluster, clock=SystemClock())
+            waited = 0.0
+            gc.collect()  # the fleet-list mode's garbage is not charged to the next mode
+            with counted(cluster) as sent, timed_cache(cluster) as waited_for:
+                started = time.monotonic()
+                if mode == "fleet list":  # before issue 19: the guard listed every node
+                    cluster.nodes()
+                    cluster.nodes([target])
+                else:
+                    guard.observe(action="cordon", target=target, target_kind="node")
+                cluster.cordon(target)
+                times[mode].append(time.monotonic() - started)
+                waited = sum(waited_for)
+            waits[mode].append(waited)
+            cluster.uncordon(target)
+            requests[mode] = len(sent)
+            for i, (path, took) in enumerate(sent):
+                per_request[mode].setdefault(f"{i + 1}. {path}", []).append(took)
     return {
-        "nodes": size,
-        "requests": requests,
-        "requests_total": sum(requests.values()),
-        "seconds": {k: round(v, 4) for k, v in seconds.items()},
-        "removal_seconds": round(removal, 4),
-        "removal_seconds_before": round(before, 4),
-        "removal_requests_before": len(sent),
+        mode: {
+            "median_seconds": round(statistics.median(times[mode]), 4),
+            "min_seconds": round(min(times[mode]), 4),
+            "requests": requests[mode],
+            "cache_seconds": round(statistics.median(waits[mode]), 4),
+            "request_seconds": {
+                k: round(statistics.median(v), 4) for k, v in per_request[mode].items()
+            },
+        }
+        for mode in modes
     }
+
+
+@contextmanager
+def timed_cache(cluster: KubernetesCluster) -> Iterator[list[float]]:
+    """Seconds each node-cache read took (waiting for the watch to catch up included)."""
+    took: list[float] = []
+    cache = cluster.node_cache
+    if cache is None:
+        yield took
+        return
+    select = cache.select
+
+    def timing(*args: Any, **kw: Any) -> Any:
+        started = time.monotonic()
+        try:
+            return select(*args, **kw)
+        finally:
+            took.append(time.monotonic() - started)
+
+    cache.select = timing  # type: ignore[method-assign]
+    try:
+        yield took
+    finally:
+        del cache.select
+
+
+def wait_synced(cache: NodeCache, size: int) -> float:
+    """Seconds until the cache holds `size` nodes and its watch is open (bounded: 600 s)."""
+    started = time.monotonic()
+    while len(cache) < size or cache.select({}, wanted=0) is None:
+        if time.monotonic() - started > 600:
+            raise SystemExit(f"the node cache did not sync {size} nodes in 600 s")
+        time.sleep(0.05)
+    return time.monotonic() - started
 
 
 def _tolerant(call: Callable[[], Any]) -> None:
@@ -135,30 +217,49 @@ def _tolerant(call: Callable[[], Any]) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 5000])
+    parser.add_argument("--repeat", type=int, default=9, help="removals timed per mode")
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args()
     results = []
     with tempfile.TemporaryDirectory() as tmp, start_control_plane() as plane:
         real = RealKube(plane)
         kubeconfig = real.bot_kubeconfig(Path(tmp) / "bot.kubeconfig")
+        endpoint = KubernetesEndpoint(kubeconfig=str(kubeconfig), in_cluster=False)
         created = 0
         for run, size in enumerate(sorted(args.sizes)):
             seconds = create_fleet_from(real, created, size)
             created = size
-            endpoint = KubernetesEndpoint(kubeconfig=str(kubeconfig), in_cluster=False)
-            cluster = KubernetesCluster.from_endpoint(endpoint, qps=1000.0, burst=1000)
+            labels = KubernetesCluster.from_endpoint(endpoint, qps=1000.0, burst=1000)
+            cached = KubernetesCluster.from_endpoint(endpoint, qps=1000.0, burst=1000)
             try:
-                row = measure(cluster, size, target=node_name(3 + 10 * run))
-                row |= {"fleet_created_seconds": round(seconds, 1)}
+                synced = wait_synced(cached.watch_nodes(), size)
+                row: dict[str, Any] = {
+                    "nodes": size,
+                    "fleet_created_seconds": round(seconds, 1),
+                    "cache_synced_seconds": round(synced, 2),
+                    "journey_label_lists": journey(labels, target=node_name(3 + 20 * run)),
+                    "journey_node_cache": journey(cached, target=node_name(13 + 20 * run)),
+                    "removal": removals(
+                        {"fleet list": labels, "label lists": labels, "node cache": cached},
+                        target=node_name(23 + 20 * run),
+                        repeat=args.repeat,
+                    ),
+                }
             finally:
-                cluster.close()
+                labels.close()
+                cached.close()
             results.append(row)
             print(json.dumps(row), flush=True)
         real.close()
-    report = {"machine": machine(), "etcd": "Debian etcd 3.4", "results": results}
+    report = {"machine": machine(), "etcd": etcd_version(), "results": results}
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
     return 0
+
+
+def etcd_version() -> str:
+    found = subprocess.run(["etcd", "--version"], capture_output=True, text=True, check=False)
+    return " ".join(found.stdout.split()[:3])
 
 
 def create_fleet_from(real: RealKube, start: int, size: int) -> float:

@@ -50,6 +50,9 @@ def serve(
         json.dumps(effective_settings(settings), sort_keys=True),
     )
     with open_runtime(settings, scenario_path=scenario) as rt:
+        watch_nodes = getattr(rt.deps.cluster, "watch_nodes", None)
+        if callable(watch_nodes):  # Kubernetes: pools and domains from one list+watch
+            watch_nodes()
         app = create_app(settings, rt, socket_mode=socket_mode)
         refresh = app.slack.refresh_incident if app.slack is not None else None
         leadership = make_leadership(settings.storage.url)

@@ -27,6 +27,7 @@ from integrations.k8s.permissions import (
     POD_LOGS,
     REQUIRED_PERMISSIONS,
     REVIEW_ACCESS,
+    WATCH_NODES,
 )
 from integrations.k8s.reads import KERNEL_LOG_QUERY
 from integrations.k8s.writes import MERGE_PATCH
@@ -50,6 +51,7 @@ __all__ = [
     "POD_LOGS",
     "REQUIRED_PERMISSIONS",
     "REVIEW_ACCESS",
+    "WATCH_NODES",
     "SERVICE_ACCOUNT_DIR",
     "KubernetesCluster",
     "KubernetesEndpoint",

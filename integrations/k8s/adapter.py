@@ -25,10 +25,12 @@ from integrations.errors import ClusterError
 from integrations.k8s import draining, permissions, reads, writes
 from integrations.k8s.connection import (
     KubernetesEndpoint,
+    impersonate_groups,
     in_cluster,
     kubeconfig_impersonation,
     make_configuration,
 )
+from integrations.k8s.node_cache import NodeCache
 from integrations.k8s.reads import KERNEL_LOG_QUERY
 from integrations.k8s.transport import Transport
 from integrations.names import check_node_name
@@ -48,6 +50,7 @@ class KubernetesCluster:
         burst: int = 40,
         page_size: int = 500,
         kernel_log_query: str = KERNEL_LOG_QUERY,
+        watch_nodes: bool = False,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
@@ -65,6 +68,9 @@ class KubernetesCluster:
         self.api = api_client
         self.host = self.transport.host
         self.kernel_log_query = kernel_log_query
+        self.node_cache: NodeCache | None = None
+        if watch_nodes:
+            self.watch_nodes()
 
     @classmethod
     def from_endpoint(cls, endpoint: KubernetesEndpoint, **options: Any) -> KubernetesCluster:
@@ -85,10 +91,23 @@ class KubernetesCluster:
                 raise ClusterError(f"cannot read the kubeconfig's impersonation: {exc}") from exc
             headers: Any = api_client.default_headers  # set_default_header is untyped
             headers.update(acting.headers() if acting else {})
+            if acting and acting.groups:
+                impersonate_groups(api_client, acting.groups)
         return cls(api_client, **(settings | options))
 
+    def watch_nodes(self) -> NodeCache:
+        """Keep the fleet's nodes in an informer-style cache (one list, then one watch, on a
+        daemon thread) for the pool and domain reads of the safety limits and the impact read:
+        for a long-lived process (`serve`); a one-shot command lists by label instead."""
+        if self.node_cache is None:
+            self.node_cache = NodeCache(self.transport)
+            self.node_cache.start()
+        return self.node_cache
+
     def close(self) -> None:
-        """Close the connection pool."""
+        """Stop the node cache's watch, then close the connection pool."""
+        if self.node_cache is not None:
+            self.node_cache.close()
         self.transport.close()
 
     # --- reads -----------------------------------------------------------------------------
@@ -99,7 +118,7 @@ class KubernetesCluster:
         *,
         labels: Mapping[str, str | None] | None = None,
     ) -> list[NodeInfo]:
-        return reads.nodes(self.transport, names, labels=labels)
+        return reads.nodes(self.transport, names, labels=labels, cache=self.node_cache)
 
     def pods_on(self, node: str) -> list[PodInfo]:
         return reads.pods_on(self.transport, node)

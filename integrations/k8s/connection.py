@@ -4,14 +4,16 @@ process-global config.
 
 A kubeconfig user's impersonation (`as`, `as-uid`, `as-groups`) is honoured as kubectl does,
 with the Impersonate-User / -Uid / -Group headers (the Python client's loader ignores it, so
-the bot would otherwise act with the underlying credentials). What a header dict cannot carry
-(more than one group, `as-user-extra`) is refused at start with one line, never dropped.
+the bot would otherwise act with the underlying credentials). Each group is its own
+Impersonate-Group header, as kubectl sends them (the client's default headers are one value a
+name, so `impersonate_groups` adds them per request through urllib3's HTTPHeaderDict);
+`as-user-extra` is refused at start with one line, never dropped.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +21,7 @@ import yaml
 from kubernetes import client, config
 from kubernetes.config import incluster_config
 from kubernetes.config.config_exception import ConfigException
+from urllib3 import HTTPHeaderDict
 
 from integrations.errors import ClusterError
 
@@ -27,6 +30,7 @@ _load_kube_config: Callable[..., None] = config.load_kube_config
 _InClusterLoader: Callable[..., Any] = incluster_config.InClusterConfigLoader
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+GROUP_HEADER = "Impersonate-Group"
 
 
 @dataclass(frozen=True)
@@ -68,12 +72,28 @@ class Impersonation:
     uid: str = ""
 
     def headers(self) -> dict[str, str]:
+        """The single-valued headers; the groups go through `impersonate_groups`."""
         found = {"Impersonate-User": self.user}
         if self.uid:
             found["Impersonate-Uid"] = self.uid
-        if self.groups:
-            found["Impersonate-Group"] = self.groups[0]
         return found
+
+
+def impersonate_groups(api_client: client.ApiClient, groups: Sequence[str]) -> None:
+    """Send one Impersonate-Group header per group on every request of `api_client` (the
+    API server reads the header's repeated values; one comma-joined value would be one group
+    named "a,b")."""
+    rest: Any = api_client.rest_client
+    request = rest.request
+
+    def with_groups(method: str, url: str, *args: Any, **kw: Any) -> Any:
+        headers = HTTPHeaderDict(kw.pop("headers", None) or {})
+        headers.discard(GROUP_HEADER)
+        for group in groups:
+            headers.add(GROUP_HEADER, group)
+        return request(method, url, *args, headers=headers, **kw)
+
+    rest.request = with_groups
 
 
 def kubeconfig_impersonation(path: str | None, context: str | None) -> Impersonation | None:
@@ -101,11 +121,6 @@ def kubeconfig_impersonation(path: str | None, context: str | None) -> Impersona
     if not who:
         return None
     where = f"kubeconfig user '{user_name}' impersonates '{who}'"
-    if len(groups) > 1:
-        raise ClusterError(
-            f"{where} with {len(groups)} groups ({', '.join(groups)}): the bot can send one "
-            "Impersonate-Group header; bind the permissions to one group or to the user itself"
-        )
     if user.get("as-user-extra"):
         raise ClusterError(f"{where} with as-user-extra, which the bot cannot send; remove it")
     return Impersonation(user=str(who), groups=groups, uid=str(user.get("as-uid") or ""))

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 GET_NODES = Permission("get", "nodes")
 LIST_NODES = Permission("list", "nodes")
+WATCH_NODES = Permission("watch", "nodes")  # the node cache of a long-lived `serve`
 PATCH_NODES = Permission("patch", "nodes")
 NODE_PROXY = Permission("get", "nodes", subresource="proxy")
 GET_PODS = Permission("get", "pods")
@@ -37,6 +38,7 @@ GET_JOBS = Permission("get", "jobs", group="batch")
 REQUIRED_PERMISSIONS: tuple[Permission, ...] = (
     GET_NODES,
     LIST_NODES,
+    WATCH_NODES,
     PATCH_NODES,
     NODE_PROXY,
     GET_PODS,

@@ -15,6 +15,7 @@ from integrations.errors import (
     NodeNotFound,
     PodNotFound,
 )
+from integrations.k8s.node_cache import NodeCache
 from integrations.k8s.permissions import (
     GET_JOBS,
     LIST_EVENTS,
@@ -56,6 +57,7 @@ def nodes(
     names: Collection[str] | None = None,
     *,
     labels: Mapping[str, str | None] | None = None,
+    cache: NodeCache | None = None,
 ) -> list[NodeInfo]:
     """All nodes (one paginated list) or those `labels` select, or the named ones (one GET
     each; unknown: NodeNotFound).
@@ -64,7 +66,17 @@ def nodes(
     from the API server's watch cache (`resourceVersion=0`, as an informer's first list):
     etcd has no label index, so a consistent read makes the server read and decode every
     node of the fleet to return a pool; the cache answers from memory, at most a watch event
-    behind (a removal in flight is counted from the action ledger, not from this list)."""
+    behind (a removal in flight is counted from the action ledger, not from this list).
+
+    With a `cache` (node_cache: one list+watch) a label-selected read costs no request when
+    the cache has caught up with every node version this client has read or written; else
+    it is the list above."""
+    if names is None and labels and cache is not None:
+        selector = label_selector(labels)  # validates the keys and values
+        found = cache.select(labels, wanted=api.node_version)
+        if found is not None:
+            return found
+        logger.info("node cache not current; listing nodes by label %s", selector)
     if names is None and labels:
         listed = api.send(
             LIST_NODES,

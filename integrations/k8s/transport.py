@@ -60,6 +60,9 @@ class Transport:
         self.page_size = page_size
         self.clock, self.sleep = clock, sleep
         self._bucket = TokenBucket(qps=qps, burst=burst, clock=clock, sleep=sleep)
+        self.node_version = 0
+        """The newest node resourceVersion a GET or a write of this client returned: what a
+        cached read must be at least as new as (node_cache)."""
 
     def send(
         self,
@@ -199,12 +202,20 @@ class Transport:
         raise ApiException(http_resp=response)
 
     def read_node(self, name: str) -> Any:
-        return self.send(
+        node = self.send(
             GET_NODES,
             lambda: self.core.read_node(name, _request_timeout=self.timeout),
             target=name,
             missing=lambda: NodeNotFound(name),
         )
+        self.saw_node(node)
+        return node
+
+    def saw_node(self, node: Any) -> None:
+        """Remember the node's resourceVersion when it is the newest seen (an etcd revision)."""
+        version = getattr(getattr(node, "metadata", None), "resource_version", None)
+        if isinstance(version, str) and version.isdigit():
+            self.node_version = max(self.node_version, int(version))
 
     def pods_on(self, name: str) -> list[Any]:
         pods = list(
@@ -219,7 +230,7 @@ class Transport:
         return pods
 
     def patch_node(self, name: str, body: Any, *, content_type: str | None = None) -> None:
-        self.send(
+        patched = self.send(
             PATCH_NODES,
             lambda: self.core.patch_node(
                 name, body, _content_type=content_type, _request_timeout=self.timeout
@@ -227,6 +238,7 @@ class Transport:
             target=name,
             missing=lambda: NodeNotFound(name),
         )
+        self.saw_node(patched)
 
     def close(self) -> None:
         closing: Any = self.api

@@ -1,0 +1,89 @@
+"""The node cache's own reading of a Node's JSON (`slim_node`) says what the adapter's reading of
+the client's model (`node_info`) says about every field the limits and the impact read use, for
+generated nodes; its label selection is a metav1.LabelSelector's (equality; None: DoesNotExist)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+from kubernetes import client
+
+from integrations.k8s.node_cache import NodeCache, slim_node
+from integrations.k8s_records import node_info
+from integrations.selectors import matches
+
+_key = st.from_regex(r"[a-z]([a-z0-9.-]{0,10}[a-z0-9])?(/[a-z][a-z0-9-]{0,8})?", fullmatch=True)
+_value = st.from_regex(r"([a-z0-9]([a-z0-9._-]{0,8}[a-z0-9])?)?", fullmatch=True)
+_status = st.sampled_from(["True", "False", "Unknown"])
+_gpus = st.one_of(st.none(), st.integers(0, 16).map(str), st.just("2k"))
+
+
+@st.composite
+def nodes(draw: st.DrawFn) -> dict[str, Any]:
+    conditions = [{"type": "Ready", "status": draw(_status)}] if draw(st.booleans()) else []
+    conditions += [{"type": "MemoryPressure", "status": draw(_status)}]
+    taints = draw(
+        st.lists(
+            st.fixed_dictionaries(
+                {"key": _key, "effect": st.sampled_from(["NoSchedule", "NoExecute"])},
+                optional={"value": _value},
+            ),
+            max_size=3,
+        )
+    )
+    capacity, allocatable = draw(_gpus), draw(_gpus)
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": draw(st.from_regex(r"[a-z][a-z0-9-]{0,20}", fullmatch=True)),
+            "resourceVersion": "42",
+            "labels": draw(st.dictionaries(_key, _value, max_size=4)),
+            "annotations": {"big": "x" * 100},
+        },
+        "spec": {"unschedulable": draw(st.booleans()), "taints": taints},
+        "status": {
+            "conditions": conditions,
+            "capacity": {} if capacity is None else {"nvidia.com/gpu": capacity},
+            "allocatable": {} if allocatable is None else {"nvidia.com/gpu": allocatable},
+        },
+    }
+
+
+def _model(item: dict[str, Any]) -> Any:
+    deserialize: Any = client.ApiClient()._ApiClient__deserialize  # type: ignore[attr-defined]
+    return deserialize(item, "V1Node")
+
+
+@given(nodes())
+def test_slim_node_reads_what_node_info_reads(item: dict[str, Any]) -> None:
+    slim, full = slim_node(item), node_info(_model(item))
+    assert (slim.name, slim.ready, slim.unschedulable, slim.labels, slim.taints) == (
+        full.name,
+        full.ready,
+        full.unschedulable,
+        full.labels,
+        full.taints,
+    )
+    assert (slim.gpu_capacity, slim.gpu_allocatable) == (full.gpu_capacity, full.gpu_allocatable)
+    assert slim.conditions.get("Ready") == full.conditions.get("Ready")
+    assert slim.annotations == {}  # not kept: memory
+
+
+@given(st.lists(nodes(), max_size=8), st.dictionaries(_key, st.one_of(st.none(), _value)))
+def test_selection_is_the_label_selectors(items: list[dict[str, Any]], wanted: Any) -> None:
+    cache = NodeCache(api=None)  # type: ignore[arg-type]  # selection needs no transport
+    for item in items:
+        cache._apply({"type": "ADDED", "object": item})
+    cache._connected = True
+    chosen = {n.name for n in cache.select(wanted, wanted=0) or []}
+    selector = {  # the same selection as a metav1.LabelSelector (integrations.selectors)
+        "matchLabels": {k: v for k, v in wanted.items() if v is not None},
+        "matchExpressions": [
+            {"key": k, "operator": "DoesNotExist"} for k, v in wanted.items() if v is None
+        ],
+    }
+    expected = {n.name for n in cache._nodes.values() if matches(selector, n.labels)}
+    assert chosen == expected
