@@ -82,6 +82,8 @@ class Replies:
                     reply=reply,
                     refresh=self.messages.refresh_incident,
                 )
+            case grammar.ActionItem() | grammar.Section():
+                humans.postmortem_text(command, deps=self.deps, user=user, reply=reply)
             case grammar.ListRunbooks():
                 _say(reply, "Runbooks", answers.runbooks_blocks(self._runbooks()))
             case grammar.Classify():

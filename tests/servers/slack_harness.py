@@ -164,10 +164,22 @@ class SlackHarness:
         ]
 
     def thread(self, ts: str) -> list[Call]:
-        return [c for c in self.fake.of("chat.postMessage") if c.body.get("thread_ts") == ts]
+        """Replies in the thread of `ts`, less the verdict's details (`details`)."""
+        replies = [c for c in self.fake.of("chat.postMessage") if c.body.get("thread_ts") == ts]
+        return [c for c in replies if not _is_details(c)]
+
+    def details(self, ts: str) -> list[Call]:
+        """The details replies (findings, evidence, ruled-out layers) in the thread of `ts`."""
+        replies = [c for c in self.fake.of("chat.postMessage") if c.body.get("thread_ts") == ts]
+        return [c for c in replies if _is_details(c)]
 
     def ts_of(self, post: Call) -> str:
         return _posted_ts(self.fake, post)
+
+
+def _is_details(call: Call) -> bool:
+    blocks = call.blocks
+    return bool(blocks) and blocks[0].get("block_id") == "details"
 
 
 def _posted_ts(fake: FakeSlack, post: Call) -> str:

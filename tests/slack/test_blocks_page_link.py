@@ -1,7 +1,8 @@
 """The incident page link in Slack messages (`pages.base_url`).
 
 Covers: with a page URL (`base_url` + `/incidents/INC-N`, a trailing slash ignored) the triage
-message's pointer links the incident's page; without one the pointer is unchanged; the postmortem
+message links the incident's page and says how to open it under each `pages.auth` mode; without
+one no link is shown; the postmortem
 upload's comment names the live page only when there is one.
 """
 
@@ -40,10 +41,23 @@ def test_the_triage_message_links_the_incident_page_when_configured() -> None:
     url = PagesSettings(base_url="https://oncall.example.com/").incident_url("INC-7")
     assert url == URL
     linked = triage_blocks(replace(view(), page_url=url))
-    assert f"<{URL}|INC-7 page>" in texts(linked)
+    assert f"<{URL}|incident page> (needs the pages' bearer token" in texts(linked)
     plain = triage_blocks(view())
     assert "oncall.example.com" not in texts(plain)
     assert PagesSettings().incident_url("INC-7") is None
+
+
+def test_the_link_says_how_the_pages_ask_who_is_reading() -> None:
+    """Next to the link, what the pages accept (`pages.auth`): a browser with the default token
+    auth gets 401, so the link says so and names the setting that lets a browser in."""
+    said = {
+        auth: texts(triage_blocks(replace(view(), page_url=URL, page_auth=auth)))
+        for auth in ("token", "proxy", "none")
+    }
+    assert "a browser gets 401 until GPU_ONCALL_PAGES__AUTH=proxy" in said["token"]
+    assert f"<{URL}|incident page> (sign in through the team's single sign-on)" in said["proxy"]
+    assert f"<{URL}|incident page>\"" in said["none"] or f"<{URL}|incident page>'" in said["none"]
+    assert "401" not in said["proxy"] + said["none"]
 
 
 def test_the_postmortem_comment_names_the_live_page_only_when_there_is_one() -> None:
