@@ -99,7 +99,7 @@ class SlackHarness:
         return name
 
     def click(self, kind: str, message: Call, *, user: str) -> str:
-        """Click the `kind` button (approve, reject, dry_run) of a posted/updated message."""
+        """Click the `kind` button (approve, reject, dry_run, approve:ACTION) of a message."""
         button = find_button(message, kind)
         name = f"click-{next(self._ids)}"
         channel, ts = str(message.body["channel"]), str(message.body["ts"])
@@ -189,9 +189,12 @@ def _posted_ts(fake: FakeSlack, post: Call) -> str:
 
 
 def find_button(message: Call, kind: str) -> dict[str, Any]:
-    action_id = {"approve": "gpu_approve", "reject": "gpu_reject", "dry_run": "gpu_dry_run"}[kind]
+    """`approve`, `reject`, `dry_run`, or `approve:ACTION` for one action's own button."""
+    ids = {"approve": "gpu_approve", "reject": "gpu_reject", "dry_run": "gpu_dry_run"}
+    head, _, action = kind.partition(":")
+    action_id = f"gpu_approve_only:{action}" if action else ids[head]
     for block in message.blocks:
-        for element in block.get("elements", []):
+        for element in [*block.get("elements", []), block.get("accessory") or {}]:
             if element.get("action_id") == action_id:
                 return dict(element)
     raise AssertionError(f"no {kind} button in the message (blocks: {message.blocks})")
