@@ -56,7 +56,8 @@ def test_the_link_says_how_the_pages_ask_who_is_reading() -> None:
     }
     assert "a browser gets 401 until GPU_ONCALL_PAGES__AUTH=proxy" in said["token"]
     assert f"<{URL}|incident page> (sign in through the team's single sign-on)" in said["proxy"]
-    assert f"<{URL}|incident page>\"" in said["none"] or f"<{URL}|incident page>'" in said["none"]
+    assert messages.where_details(URL, "none", thread=False) == f"<{URL}|incident page>"
+    assert f"<{URL}|incident page>" in said["none"]
     assert "401" not in said["proxy"] + said["none"]
 
 
