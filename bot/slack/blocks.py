@@ -84,20 +84,26 @@ class TriageView:
     page_url: str | None = None
     """The incident's page (`pages.base_url`), linked beside the pointer when set."""
     page_auth: str = "token"
-    """How the page asks who is reading (`pages.auth`), said beside the link."""
+    """How the page asks who is reading (`pages.auth`, or `signed`), said beside the link."""
+    page_until: datetime | None = None
+    """When a signed link stops opening the page."""
     approvals: tuple[ApprovalState, ...] = ()
     """Every approval of the run, oldest first: more than one after a per-action approval."""
 
     @property
     def pointer(self) -> str:
         text = messages.FULL_REPORT.format(ref=self.incident.ref)
-        link = messages.incident_page_link(self.incident.ref, self.page_url, self.page_auth)
+        link = messages.incident_page_link(
+            self.incident.ref, self.page_url, self.page_auth, self.page_until
+        )
         return f"{text} | {link}" if link else text
 
     @property
     def where_details(self) -> str:
         """Where the findings and the full report are, without repeating the incident id."""
-        return messages.where_details(self.page_url, self.page_auth, thread=bool(self.verdict))
+        return messages.where_details(
+            self.page_url, self.page_auth, self.page_until, thread=bool(self.verdict)
+        )
 
     @property
     def pending_actions(self) -> tuple[str, ...]:

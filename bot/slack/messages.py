@@ -83,8 +83,8 @@ def cannot_ack_resolved(ref: str) -> str:
     return f"{ref} is already resolved; `/gpu postmortem {ref}` exports its timeline."
 
 
-def postmortem_comment(ref: str, title: str, *, url: str | None = None) -> str:
-    page = f" (live page: <{url}|{ref}>)" if url else ""
+def postmortem_comment(ref: str, title: str, *, url: str | None = None, how: str = "") -> str:
+    page = f" (live page: <{url}|{ref}>{how})" if url else ""
     return f":page_facing_up: Postmortem of {ref}: {title}{page}; open the HTML file in a browser"
 
 
@@ -109,22 +109,32 @@ PAGE_AUTH = {
     "proxy": " (sign in through the team's single sign-on)",
     "token": (
         " (needs the pages' bearer token: `curl -H 'Authorization: Bearer $TOKEN'`; "
-        "a browser gets 401 until GPU_ONCALL_PAGES__AUTH=proxy)"
+        "a browser gets 401 until GPU_ONCALL_PAGES__TOKEN or __AUTH=proxy is set)"
     ),
 }
 """How the people in the channel open an incident page, by `pages.auth` (docs/slack.md §4)."""
 
 
-def incident_page_link(ref: str, url: str | None, auth: str = "token") -> str:
+def page_auth(auth: str, until: datetime | None) -> str:
+    if auth == "signed" and until is not None:
+        return f" (signed link, opens this page until {hhmm(until)} UTC; `/gpu incident` for more)"
+    return PAGE_AUTH.get(auth, "")
+
+
+def incident_page_link(
+    ref: str, url: str | None, auth: str = "token", until: datetime | None = None
+) -> str:
     """`<url|INC-7 page>` and how to open it, or empty when `pages.base_url` is unset."""
-    return f"<{url}|{ref} page>{PAGE_AUTH.get(auth, '')}" if url else ""
+    return f"<{url}|{ref} page>{page_auth(auth, until)}" if url else ""
 
 
-def where_details(url: str | None, auth: str, *, thread: bool) -> str:
+def where_details(
+    url: str | None, auth: str, until: datetime | None = None, *, thread: bool
+) -> str:
     """The triage message's last line: where the evidence and the full report are."""
     parts = [DETAILS_IN_THREAD] if thread else []
     if url:
-        parts.append(f"<{url}|incident page>{PAGE_AUTH.get(auth, '')}")
+        parts.append(f"<{url}|incident page>{page_auth(auth, until)}")
     return " · ".join(parts) or "`/gpu incident` has the full report"
 
 

@@ -33,6 +33,7 @@ from bot.slack.blocks import (
 )
 from bot.slack.deps import SlackDeps
 from bot.slack.kit import Block, section
+from bot.slack.page_link import page_link
 from bot.slack.snapshots import read_triage
 from storage import messages as message_store
 from storage.db import session_scope
@@ -58,8 +59,8 @@ class TriageMessages:
                 catalog=rt.catalog,
                 policy=rt.deps.policy,
             )
-        pages = rt.settings.pages
-        return replace(view, page_url=pages.incident_url(view.incident.ref), page_auth=pages.auth)
+        link = page_link(rt.settings.pages, view.incident.ref, now=rt.clock.now())
+        return replace(view, page_url=link.url, page_auth=link.auth, page_until=link.until)
 
     def placeholder(self, channel: str, text: str) -> tuple[str, str]:
         """Post a first line at once (the 'within a second' of DESIGN §1); (channel, ts)."""

@@ -48,13 +48,16 @@ def test_the_triage_message_links_the_incident_page_when_configured() -> None:
 
 
 def test_the_link_says_how_the_pages_ask_who_is_reading() -> None:
-    """Next to the link, what the pages accept (`pages.auth`): a browser with the default token
-    auth gets 401, so the link says so and names the setting that lets a browser in."""
+    """Next to the link, what the pages accept (`pages.auth`): a signed link says until when it
+    opens; with token auth but no token a browser gets 401, and the link says so and names the
+    settings that let a browser in."""
+    until = datetime(2026, 3, 1, 7, 0, tzinfo=UTC)
     said = {
-        auth: texts(triage_blocks(replace(view(), page_url=URL, page_auth=auth)))
-        for auth in ("token", "proxy", "none")
+        auth: texts(triage_blocks(replace(view(), page_url=URL, page_auth=auth, page_until=until)))
+        for auth in ("token", "proxy", "none", "signed")
     }
-    assert "a browser gets 401 until GPU_ONCALL_PAGES__AUTH=proxy" in said["token"]
+    assert "signed link, opens this page until 07:00 UTC" in said["signed"]
+    assert "401 until GPU_ONCALL_PAGES__TOKEN or __AUTH=proxy is set" in said["token"]
     assert f"<{URL}|incident page> (sign in through the team's single sign-on)" in said["proxy"]
     assert messages.where_details(URL, "none", thread=False) == f"<{URL}|incident page>"
     assert f"<{URL}|incident page>" in said["none"]
