@@ -212,7 +212,8 @@ class LiveTriage:
             message_store.bind_run(session, channel=self.channel, ts=self.ts, run_id=self.run_id)
         self.refresh()
         view = self.messages.snapshot(self.incident_id, self.run_id)
-        if view.verdict and not decided:  # the run's first stop: its evidence, in the thread
+        undecided = all(a.state == "pending" for a in view.approvals)
+        if view.verdict and not decided and undecided:  # the first stop: evidence in the thread
             self.messages.reply(self, text=details_text(view), blocks=details_blocks(view))
         if decided or view.results or view.verification:
             self.messages.reply(self, text=_thread_text(view), blocks=thread_blocks(view))

@@ -136,6 +136,13 @@ class SlackHarness:
         )
         return httpx.post(self.server.url + "/alerts", json=body, timeout=WAIT)
 
+    def triage_alert(self) -> str:
+        """The scenario's alert, triaged to its approval; the ts of the triage message."""
+        assert self.alert("firing").status_code == 200
+        self.settle()
+        (post,) = self.triage_posts(INCIDENTS)
+        return self.ts_of(post)
+
     # -- waiting and reading -------------------------------------------------------------------
     def settle(self) -> None:
         """Wait (bounded) until every request, run and triage job has finished."""

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from servers.fake_slack import Call
-from servers.slack_harness import BOB, INCIDENTS, SlackHarness
+from servers.slack_harness import BOB, SlackHarness
 
 from storage import approvals as approval_store
 from storage.db import session_scope
@@ -26,10 +26,7 @@ Start = Callable[..., SlackHarness]
 
 
 def _triaged(harness: SlackHarness) -> str:
-    assert harness.alert("firing").status_code == 200
-    harness.settle()
-    (post,) = harness.triage_posts(INCIDENTS)
-    return harness.ts_of(post)
+    return harness.triage_alert()
 
 
 def _states(harness: SlackHarness) -> list[tuple[str, str]]:
