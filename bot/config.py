@@ -400,6 +400,9 @@ class PagesSettings(SettingsGroup):
     base_url: str | None = None
     """Public URL where the pages are reached (e.g. `https://oncall.example.com`); Slack
     messages and CLI output then link each incident's page. Unset: no links are shown."""
+    link_minutes: int = Field(default=240, ge=5, le=7 * 24 * 60)
+    """With `auth: token`, how long the signed link Slack posts to an incident page opens that
+    page (one incident, read only; a fresh link comes with every update of the message)."""
     refresh_seconds: int = Field(default=30, ge=5)
     """How often the live page of an open incident reloads itself (a meta refresh, no script)."""
     recent_limit: int = Field(default=50, ge=1, le=500)

@@ -171,12 +171,22 @@ def check_approver(
         scope = f" of runbook {runbook}" if runbook in policy.runbook_approvers else ""
         raise PolicyDenied(
             f"{principal} is not an approver{scope} (approvers: {', '.join(sorted(approvers))}); "
-            "ask one of them to approve"
+            f"ask one of them to approve (the list is {_approvers_setting(policy, runbook)})"
         )
     high = two_person_risks_of(policy, risks)
     if high and requester in (principal, operator):
         refusal = two_person_refusal(policy, requester=requester, risks=high, runbook=runbook)
         raise PolicyDenied(refusal)
+
+
+def _approvers_setting(policy: Policy, runbook: str | None) -> str:
+    """Where the approver list a refusal quotes is set: the runbook's YAML, the per-runbook
+    setting, or the settings' list."""
+    if any(o.startswith(f"runbook {runbook} policy: approvers") for o in policy.overrides):
+        return f"runbook {runbook}'s `policy.approvers`"
+    if runbook in policy.runbook_approvers:
+        return f"GPU_ONCALL_POLICY__RUNBOOK_APPROVERS[{runbook}]"
+    return "GPU_ONCALL_POLICY__APPROVERS"
 
 
 TWO_PERSON_SETTING = "GPU_ONCALL_POLICY__TWO_PERSON_RISKS"

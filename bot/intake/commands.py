@@ -13,7 +13,7 @@ import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 
 from bot.errors import UserInputError
 from integrations import durations
@@ -148,6 +148,25 @@ class Classify:
     incident_id: int | None = None
 
 
+@dataclass(frozen=True)
+class ActionItem:
+    """`action <id> @owner [due YYYY-MM-DD] <text>`: a postmortem action item."""
+
+    incident_id: int
+    owner: str
+    text: str
+    due: date | None = None
+
+
+@dataclass(frozen=True)
+class Section:
+    """`section <id> <name> <text>`: a postmortem prose section in a person's words."""
+
+    incident_id: int
+    section: str  # one of POSTMORTEM_SECTIONS, with _ (went_well), as storage names them
+    text: str
+
+
 Command = (
     Diagnose
     | RunRunbook
@@ -166,6 +185,8 @@ Command = (
     | PauseActions
     | ResumeActions
     | Classify
+    | ActionItem
+    | Section
 )
 
 USAGE: tuple[tuple[str, str], ...] = (
@@ -182,7 +203,16 @@ USAGE: tuple[tuple[str, str], ...] = (
     ("pin <id> <event>", "pin a timeline event (#number from incident <id>) into the story"),
     ("unpin <id> <event>", "take a timeline event out of the pinned story"),
     ("resolve <id> <reason>", "resolve an incident by hand, saying why"),
-    ("postmortem <id>", "upload the incident's postmortem (Markdown) to this channel"),
+    ("postmortem <id>", "upload the incident's postmortem (HTML) to this channel"),
+    (
+        "action <id> @owner [due YYYY-MM-DD] <text>",
+        "add a postmortem action item with its owner and due date",
+    ),
+    (
+        "section <id> <name> <text>",
+        "write a postmortem section in your words (summary, impact, root-cause, contributing, "
+        "went-well, went-badly); drafts never replace it",
+    ),
     (
         "mttr [window] [by runbook|layer|week]",
         f"MTTD / MTTA / time to diagnosis / MTTM / MTTR, p50 and p90 (default {DEFAULT_WINDOW})",
@@ -212,6 +242,8 @@ VERBS = (
     "unpin",
     "resolve",
     "postmortem",
+    "action",
+    "section",
     "mttr",
     "runbooks",
     "pause",
@@ -274,6 +306,8 @@ def _simple(verb: str, args: list[str]) -> Command | None:
         return _mttr(args)
     if verb in _HUMAN_VERBS:
         return _human(verb, args)
+    if verb in ("action", "section"):
+        return _postmortem_text(verb, args)
     if verb in ("breaker", "pause", "resume"):
         return _safety(verb, args)
     return None
@@ -350,6 +384,72 @@ def _human(verb: str, args: list[str]) -> Command:
         got = " ".join(rest)
         raise UserInputError(f"/gpu {verb} takes {shapes[verb]}: one event number (got '{got}')")
     return Pin(incident_id, parse_event_id(rest[0]), pinned=verb == "pin")
+
+
+POSTMORTEM_SECTIONS = (
+    "summary", "impact", "root_cause", "contributing", "went_well", "went_badly"
+)  # fmt: skip
+"""The prose sections a person may write (bot/incidents/drafting.py's PROSE_SECTIONS)."""
+_OWNER = re.compile(r"^(?:<@([UW][A-Z0-9]{1,20})(?:\|[^>]*)?>|@([\w.-]{1,80}))$")
+
+
+def _postmortem_text(verb: str, args: list[str]) -> ActionItem | Section:
+    """`action <id> @owner [due YYYY-MM-DD] <text>` and `section <id> <name> <text>`."""
+    if verb == "action":
+        if len(args) < 3:
+            raise UserInputError(
+                "/gpu action takes <id> @owner [due YYYY-MM-DD] <text> "
+                "(e.g. /gpu action INC-42 @alice due 2026-12-01 add an ECC alert)"
+            )
+        incident_id, owner, rest = parse_incident_id(args[0]), parse_owner(args[1]), args[2:]
+        due = None
+        if rest[0].lower() == "due":
+            if len(rest) < 3:
+                raise UserInputError("/gpu action ... due YYYY-MM-DD <text>: the text is missing")
+            due, rest = parse_due(rest[1]), rest[2:]
+        return ActionItem(incident_id, owner, " ".join(rest), due)
+    if len(args) < 3:
+        raise UserInputError(
+            f"/gpu section takes <id> <name> <text> (names: {_section_names()}; "
+            "e.g. /gpu section INC-42 summary GPU 5 of gpu-node-03 failed)"
+        )
+    return Section(parse_incident_id(args[0]), parse_section(args[1]), " ".join(args[2:]))
+
+
+def parse_owner(text: str) -> str:
+    """`@alice` or a Slack mention `<@U0ALICE>` -> `@alice` / `U0ALICE`."""
+    match = _OWNER.match(text.strip())
+    if match is None:
+        raise UserInputError(
+            f"'{text}' is not an owner: name one person as @alice (or mention them)"
+        )
+    return match.group(1) or "@" + match.group(2)
+
+
+def parse_due(text: str) -> date:
+    """`YYYY-MM-DD` -> a date."""
+    wrong = f"due date '{text}' is not YYYY-MM-DD (e.g. 2026-12-01)"
+    if _DATE.match(text) is None:
+        raise UserInputError(wrong)
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise UserInputError(wrong) from None
+
+
+def parse_section(text: str) -> str:
+    """`went-well`, `went_well` or `Went-Well` -> `went_well`; others name the valid ones."""
+    name = text.strip().lower().replace("-", "_")
+    if name not in POSTMORTEM_SECTIONS:
+        raise UserInputError(f"unknown postmortem section '{text}' (sections: {_section_names()})")
+    return name
+
+
+def _section_names() -> str:
+    return ", ".join(s.replace("_", "-") for s in POSTMORTEM_SECTIONS)
+
+
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
 def parse_event_id(text: str) -> int:

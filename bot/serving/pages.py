@@ -1,6 +1,8 @@
 """The incident pages `serve` publishes: `GET /incidents` (open and recent, filterable by state,
 runbook and layer) and `GET /incidents/INC-N` (the HTML postmortem, live while the incident is
-open), behind the `pages` auth (bearer token, trusted proxy header, or explicitly none).
+open), behind the `pages` auth (bearer token, trusted proxy header, or explicitly none). Under
+`token` a signed, short-lived link to one incident page (`bot.incidents.page_links`, as Slack
+posts it) opens that page alone.
 
 Pages are rendered by `bot.incidents.html_page`; this module only authorizes, validates the
 query and reads the database. Bad input is a 400 naming the parameter and its valid values.
@@ -21,6 +23,7 @@ from bot.config import PagesSettings
 from bot.diagnosis.layers import Layer
 from bot.errors import NotFound
 from bot.incidents.html_page import ListFilters, render_incident_list
+from bot.incidents.page_links import link_allows
 from bot.incidents.postmortem import render_postmortem
 from bot.incidents.reporting import read_story, read_views
 from bot.incidents.states import IncidentState
@@ -83,6 +86,8 @@ class IncidentPages:
                 return None
             return _text(401, f"sign in through the auth proxy (no {self.settings.proxy_header})")
         token = self.settings.token
+        if token is not None and self._signed_link(head, token.get_secret_value()):
+            return None
         scheme, _, given = (head.header("authorization") or "").strip().partition(" ")
         if (
             token is not None
@@ -92,6 +97,14 @@ class IncidentPages:
             return None
         challenge = ("WWW-Authenticate", 'Bearer realm="gpu-oncall incidents"')
         return _text(401, "missing or wrong bearer token for the incident pages", challenge)
+
+    def _signed_link(self, head: Head, key: str) -> bool:
+        """A Slack-posted link to one incident page, signed and not expired (page_links)."""
+        path = head.path.rstrip("/")
+        ref = path[len(PREFIX) + 1 :] if path.startswith(PREFIX + "/") else ""
+        if _REF.match(ref) is None:
+            return False
+        return link_allows(ref, head.query, key=key, now=self.now())
 
     def _list(self, query: str) -> Reply:
         try:

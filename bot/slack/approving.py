@@ -1,5 +1,7 @@
-"""Approval buttons: Approve and Reject resume the interrupted run through `RunEngine.resume`,
-exactly as `gpu-oncall approve` does; Dry run previews the actions and changes nothing.
+"""Approval buttons: Approve, Reject and each action's own Approve resume the interrupted run
+through `RunEngine.resume`, exactly as `gpu-oncall approve [--only ACTION]` does (one decision
+path: the engine reads the approval once and checks the policy against the approved actions'
+risks); Dry run previews the actions and changes nothing.
 
 Policy is the engine's (approvers, two-person rule, expiry, blast radius); this module only
 resolves the clicker's user groups first. A refusal is recorded on the timeline and re-raised,
@@ -39,6 +41,8 @@ class ButtonValue(BaseModel):
 
     run: str
     incident: str
+    only: str | None = None
+    """A per-action button: approve this action alone (as `gpu-oncall approve --only`)."""
 
 
 def parse_button_value(value: str) -> ButtonValue:
@@ -75,6 +79,7 @@ class Approvals:
                 reason=REJECT_REASON if decision == "reject" else "",
                 groups=groups,
                 on_step=live.on_step,
+                only=[value.only] if value.only and decision == "approve" else (),
             )
         except PolicyDenied as exc:
             self._note(run, user, messages.approval_refused_note(user, exc.reason))

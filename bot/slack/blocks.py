@@ -25,7 +25,6 @@ from bot.slack.kit import (
     button,
     clip,
     context,
-    divider,
     escape,
     fit,
     render_line,
@@ -37,7 +36,13 @@ MAX_FINDING_SECTIONS = 10
 MAX_EVIDENCE_LINES = 5
 MAX_EVIDENCE_CHARS = 160
 MAX_SUMMARY_CHARS = 500
-ACTION_IDS = {"approve": "gpu_approve", "reject": "gpu_reject", "dry_run": "gpu_dry_run"}
+ACTION_IDS = {
+    "approve": "gpu_approve",
+    "approve_only": "gpu_approve_only",
+    "reject": "gpu_reject",
+    "dry_run": "gpu_dry_run",
+}
+"""Block Kit action ids; a per-action button's id is `gpu_approve_only:<action>`."""
 
 _SEVERITY = {"critical": ":red_circle:", "warning": ":large_orange_circle:"}
 
@@ -49,6 +54,8 @@ class ApprovalState:
     actor: str | None = None
     decided_at: datetime | None = None
     reason: str | None = None
+    actions: tuple[str, ...] = ()
+    """The actions this approval decided (or asks for); empty: every proposed action."""
 
 
 @dataclass(frozen=True)
@@ -76,30 +83,64 @@ class TriageView:
     verification: tuple[Line, ...] = ()
     page_url: str | None = None
     """The incident's page (`pages.base_url`), linked beside the pointer when set."""
+    page_auth: str = "token"
+    """How the page asks who is reading (`pages.auth`, or `signed`), said beside the link."""
+    page_until: datetime | None = None
+    """When a signed link stops opening the page."""
+    approvals: tuple[ApprovalState, ...] = ()
+    """Every approval of the run, oldest first: more than one after a per-action approval."""
 
     @property
     def pointer(self) -> str:
         text = messages.FULL_REPORT.format(ref=self.incident.ref)
-        link = messages.incident_page_link(self.incident.ref, self.page_url)
+        link = messages.incident_page_link(
+            self.incident.ref, self.page_url, self.page_auth, self.page_until
+        )
         return f"{text} | {link}" if link else text
+
+    @property
+    def where_details(self) -> str:
+        """Where the findings and the full report are, without repeating the incident id."""
+        return messages.where_details(
+            self.page_url, self.page_auth, self.page_until, thread=bool(self.verdict)
+        )
+
+    @property
+    def pending_actions(self) -> tuple[str, ...]:
+        """The action names waiting for a decision now (none unless an approval is pending)."""
+        approval = self.approval
+        if approval is None or approval.state != "pending":
+            return ()
+        names = [str(p.get("action")) for p in self.proposals]
+        return approval.actions or tuple(dict.fromkeys(names))
+
+    @property
+    def decided_actions(self) -> dict[str, ApprovalState]:
+        """After a per-action approval: each decided action and the approval that decided it."""
+        if len(self.approvals) < 2:
+            return {}
+        return {a: row for row in self.approvals if row.state != "pending" for a in row.actions}
 
 
 # -- the triage message ---------------------------------------------------------------------------
 
 
 def triage_blocks(view: TriageView) -> list[Block]:
-    """Header, progress, verdict with evidence, proposals with buttons or the decision."""
-    blocks = [_header(view), context([_subtitle(view)])]
+    """What a person woken at 3 a.m. reads first: the verdict, the culprit and the decision;
+    then each proposed action once (risk, and a button of its own while several wait), the
+    impact and recommendation once, Approve all / Reject / Dry run, who may approve. Findings,
+    evidence and ruled-out layers are in the thread (`details_blocks`) and on the page."""
+    blocks = [_header(view)]
     if view.dry_run:
         blocks.append(section(messages.DRY_RUN_BANNER))
-    blocks.append(section(_progress(view), block_id="progress"))
-    if view.verdict:
-        blocks += [divider(), *_verdict(view.verdict, view.pointer)]
     if view.verdict and view.run_status != "running":
-        blocks += [divider(), *_proposals(view)]
+        blocks.append(section(_verdict_head(view), block_id="verdict"))
+        blocks += _proposals(view)
+    else:
+        blocks.append(section(_progress(view), block_id="progress"))
     if view.incident.state == "resolved":
         blocks.append(section(_resolved(view.incident)))
-    blocks.append(context([view.pointer]))
+    blocks.append(context([_subtitle(view), view.where_details]))
     return fit(blocks, pointer=view.pointer)
 
 
@@ -111,6 +152,25 @@ def triage_text(view: TriageView) -> str:
         layer = escape(str(view.verdict.get("layer")))
         text += f": {layer} ({_percent(view.verdict.get('confidence'))})"
     return clip(text, MAX_FALLBACK_TEXT, pointer=view.pointer)
+
+
+def details_blocks(view: TriageView) -> list[Block]:
+    """The thread reply under a verdict: the summary, every finding with its evidence, the
+    ruled-out layers, missing signals and detector notes, and where the full report is."""
+    if not view.verdict:
+        return []
+    verdict = view.verdict
+    summary = escape(clip(str(verdict.get("summary", "")), MAX_SUMMARY_CHARS))
+    blocks = [section(f"{messages.DETAILS}\n{summary}".rstrip(), block_id="details")]
+    blocks += _findings(verdict, view.pointer)
+    blocks.append(context([view.pointer]))
+    return fit(blocks, pointer=view.pointer)
+
+
+def details_text(view: TriageView) -> str:
+    """The notification text of the details reply."""
+    findings = list((view.verdict or {}).get("findings", []))
+    return messages.details_summary(view.incident.ref, len(findings))
 
 
 def thread_blocks(view: TriageView) -> list[Block]:
@@ -140,25 +200,28 @@ def _header(view: TriageView) -> Block:
 
 def _subtitle(view: TriageView) -> str:
     inc = view.incident
-    started = messages.started_by(view.requester)
     text = (
-        f"{escape(view.runbook_title)} · target `{escape(inc.target)}` · "
-        f"state *{escape(inc.state)}* · "
-        f"started by {started}"
+        f"{escape(view.runbook_title)} · state *{escape(inc.state)}* · "
+        f"started by {messages.started_by(view.requester)}"
     )
     if inc.acknowledged_by:
         text += f" · acknowledged by {mention(inc.acknowledged_by)}"
+    if view.verdict and view.run_status != "running":
+        text += " · " + _checked(view)
     return text
+
+
+def _checked(view: TriageView) -> str:
+    done = f"{view.steps_done}/{view.steps_total}" if view.steps_total else str(view.steps_done)
+    findings = sum(1 for line in view.progress if line.icon == "!")
+    missing = sum(1 for line in view.progress if line.icon == "?")
+    return messages.checked(done, findings=findings, unknown=missing)
 
 
 def _progress(view: TriageView) -> str:
     done = f"{view.steps_done}/{view.steps_total}" if view.steps_total else str(view.steps_done)
     if view.run_status == "failed":
         return messages.run_failed(done, view.pointer)
-    if view.verdict:
-        findings = sum(1 for line in view.progress if line.icon == "!")
-        missing = sum(1 for line in view.progress if line.icon == "?")
-        return messages.checked(done, findings=findings, unknown=missing)
     head = messages.running(done)
     if not view.progress:
         return (
@@ -178,24 +241,53 @@ def _progress(view: TriageView) -> str:
     return "\n".join([head, *body])
 
 
-def _verdict(verdict: Mapping[str, Any], pointer: str) -> list[Block]:
-    layer = str(verdict.get("layer"))
+def _verdict_head(view: TriageView) -> str:
+    """Verdict, culprit and decision: three lines, each identifier once."""
+    verdict = view.verdict or {}
     lines = [
-        messages.VERDICT.format(layer=layer, confidence=_percent(verdict.get("confidence"))),
+        messages.VERDICT.format(
+            layer=escape(str(verdict.get("layer"))), confidence=_percent(verdict.get("confidence"))
+        ),
         messages.CULPRIT.format(culprit=escape(_culprits(verdict))),
-        escape(clip(str(verdict.get("summary", "")), MAX_SUMMARY_CHARS)),
+        messages.DECISION.format(decision=_decision_now(view)),
     ]
-    blocks = [section("\n".join(lines), block_id="verdict")]
+    detectors = list(verdict.get("detectors", []))
+    if detectors:
+        lines.append(messages.DETECTOR.format(note=escape(str(detectors[0]))))
+    return "\n".join(lines)
+
+
+def _decision_now(view: TriageView) -> str:
+    """What is decided, or what waits for a decision, in one line."""
+    if view.run_status == "failed":
+        return messages.run_failed_short()
+    if not view.proposals:
+        return messages.NO_ACTION
+    approval = view.approval
+    pending = view.pending_actions
+    if pending:
+        assert approval is not None
+        return messages.awaiting(pending, approval.expires_at)
+    if approval is None:
+        return messages.NOT_ASKED
+    return _decision(approval)
+
+
+def _findings(verdict: Mapping[str, Any], pointer: str) -> list[Block]:
+    blocks: list[Block] = []
     findings = list(verdict.get("findings", []))
     for finding in findings[:MAX_FINDING_SECTIONS]:
         blocks.append(section(_finding(finding), block_id=None))
     if len(findings) > MAX_FINDING_SECTIONS:
         more = len(findings) - MAX_FINDING_SECTIONS
         blocks.append(context([messages.more_findings(more, pointer)]))
-    ruled = ", ".join(f"`{layer}`" for layer in verdict.get("ruled_out", [])) or "none"
-    missing = ", ".join(f"`{s}`" for s in verdict.get("missing_signals", [])) or "none"
-    labels = [messages.RULED_OUT.format(layers=ruled), messages.MISSING.format(signals=missing)]
-    unknown = ", ".join(f"`{layer}`" for layer in verdict.get("unknown_layers", []))
+    ruled = ", ".join(f"`{escape(str(x))}`" for x in verdict.get("ruled_out", [])) or "none"
+    missing = ", ".join(f"`{escape(str(x))}`" for x in verdict.get("missing_signals", []))
+    labels = [
+        messages.RULED_OUT.format(layers=ruled),
+        messages.MISSING.format(signals=missing or "none"),
+    ]
+    unknown = ", ".join(f"`{escape(str(x))}`" for x in verdict.get("unknown_layers", []))
     if unknown:
         labels.insert(1, messages.UNKNOWN_LAYERS.format(layers=unknown))
     labels += [messages.DETECTOR.format(note=escape(n)) for n in verdict.get("detectors", [])[:3]]
@@ -204,7 +296,7 @@ def _verdict(verdict: Mapping[str, Any], pointer: str) -> list[Block]:
 
 
 def _finding(finding: Mapping[str, Any]) -> str:
-    tag = f"*[{finding.get('severity')} · {finding.get('layer')}]*"
+    tag = f"*[{escape(str(finding.get('severity')))} · {escape(str(finding.get('layer')))}]*"
     head = f"{tag} {escape(clip(str(finding.get('summary')), MAX_SUMMARY_CHARS))}"
     evidence = list(finding.get("evidence", []))
     lines = [head]
@@ -213,7 +305,7 @@ def _finding(finding: Mapping[str, Any]) -> str:
             f"{k}={v}" for k, v in dict(ev.get("labels", {})).items() if k not in ("node",)
         )
         where = f" ({escape(labels)})" if labels else ""
-        lines.append(f"    • `{ev.get('what')}` = {_reading(ev)}{where}")
+        lines.append(f"    • `{escape(str(ev.get('what')))}` = {_reading(ev)}{where}")
     if len(evidence) > MAX_EVIDENCE_LINES:
         lines.append("    • " + messages.more_values(len(evidence) - MAX_EVIDENCE_LINES))
     return "\n".join(lines)
@@ -222,7 +314,7 @@ def _finding(finding: Mapping[str, Any]) -> str:
 def _culprits(verdict: Mapping[str, Any]) -> str:
     details = verdict.get("culprit_details") or []
     if not details:
-        return ", ".join(verdict.get("culprits", [])) or "none"
+        return ", ".join(str(c) for c in verdict.get("culprits", [])) or "none"
     parts = []
     for c in details:
         part = " / ".join(
@@ -236,60 +328,132 @@ def _culprits(verdict: Mapping[str, Any]) -> str:
             if x
         )
         parts.append(part)
-    return "; ".join(parts)
+    return "; ".join(dict.fromkeys(parts))
 
 
 def _proposals(view: TriageView) -> list[Block]:
+    """Each proposed action once: its risk, its reason, and its state or its own button; then
+    the impact and the recommendation once; then the buttons for all and who may approve."""
     if not view.proposals:
-        return [section(messages.NO_ACTION)]
-    lines = [messages.PROPOSED]
-    for p in view.proposals:
-        reason = f" — {escape(str(p.get('reason')))}" if p.get("reason") else ""
-        lines.append(
-            messages.PROPOSAL.format(
-                description=p.get("description"), risk=p.get("risk"), reason=reason
-            )
-        )
-        lines += [f"    {escape(line)}" for line in render_impact(p.get("impact"))]
-    blocks = [section("\n".join(lines), block_id="proposals")]
+        return []
+    pending = view.pending_actions
+    own_buttons = len(pending) > 1 and view.run_status == "awaiting_approval"
+    blocks: list[Block] = [section(messages.PROPOSED)]
+    for name, group in _by_action(view.proposals):
+        lines = [_proposal_line(view, p) for p in group]
+        decided = view.decided_actions.get(name)
+        if decided is not None:
+            lines[-1] += " · " + _decision(decided)
+        block = section("\n".join(lines), block_id=f"action:{name}"[:255])
+        if own_buttons and name in pending:
+            block["accessory"] = _approve_one(view, name, group)
+        blocks.append(block)
+    notes = _impact_lines(view)
+    if notes:
+        blocks.append(section("\n".join(escape(line) for line in notes), block_id="impact"))
     approval = view.approval
     if approval is None:
         return blocks
-    if approval.state == "pending" and view.run_status == "awaiting_approval":
+    if pending and view.run_status == "awaiting_approval":
         blocks.append(_buttons(view))
         blocks.append(context([_who_may_approve(view, approval)]))
-    else:
-        blocks.append(context([_decision(approval)]))
-        if view.results:
-            text = "\n".join(render_line(line) for line in view.results)
-            blocks.append(section(text, block_id="results"))
+    elif view.results:
+        text = "\n".join(render_line(line) for line in view.results)
+        blocks.append(section(text, block_id="results"))
     return blocks
+
+
+def _by_action(
+    proposals: tuple[Mapping[str, Any], ...],
+) -> list[tuple[str, list[Mapping[str, Any]]]]:
+    """Proposals grouped by action name, in the order first proposed (`--only` names actions)."""
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for p in proposals:
+        groups.setdefault(str(p.get("action")), []).append(p)
+    return list(groups.items())
+
+
+def _proposal_line(view: TriageView, p: Mapping[str, Any]) -> str:
+    reason = f" — {escape(str(p.get('reason')))}" if p.get("reason") else ""
+    risk = str(p.get("risk"))
+    two = messages.TWO_PERSON_MARK if risk in view.two_person_risks else ""
+    return messages.PROPOSAL.format(
+        description=escape(str(p.get("description"))).replace("`", "'"),
+        risk=escape(risk),
+        two_person=two,
+        reason=reason,
+    )
+
+
+def _impact_lines(view: TriageView) -> list[str]:
+    """Each node's impact once, whatever number of actions touch it; the recommendation only
+    while a drain is still to decide (it weighs draining now against waiting)."""
+    draining = any(
+        str(p.get("action")) == "drain" and str(p.get("action")) not in view.decided_actions
+        for p in view.proposals
+    )
+    lines: list[str] = []
+    seen: set[str] = set()
+    for p in view.proposals:
+        impact = p.get("impact")
+        if not impact or str(impact.get("node")) in seen:
+            continue
+        seen.add(str(impact.get("node")))
+        for line in render_impact(impact):
+            if draining or not line.startswith("Recommendation:"):
+                lines.append(line)
+    return lines
+
+
+def _approve_one(view: TriageView, name: str, group: list[Mapping[str, Any]]) -> Block:
+    value = json.dumps({"run": view.run_id, "incident": view.incident.ref, "only": name})
+    risk = str(group[0].get("risk"))
+    todo = ", ".join(str(p.get("description")) for p in group)
+    return button(
+        messages.approve_only(name),
+        f"{ACTION_IDS['approve_only']}:{name}"[:255],
+        clip(value, MAX_BUTTON_VALUE),
+        confirm=_confirm(todo, risk),
+    )
+
+
+def _confirm(todo: str, risk: str) -> Block:
+    return {
+        "title": {"type": "plain_text", "text": messages.CONFIRM_TITLE},
+        "text": {"type": "mrkdwn", "text": clip(messages.confirm_text(escape(todo), risk), 300)},
+        "confirm": {"type": "plain_text", "text": messages.APPROVE},
+        "deny": {"type": "plain_text", "text": messages.CANCEL},
+    }
 
 
 def _buttons(view: TriageView) -> Block:
     value = clip(json.dumps({"run": view.run_id, "incident": view.incident.ref}), MAX_BUTTON_VALUE)
-    todo = ", ".join(str(p.get("description")) for p in view.proposals)
-    risky = sorted(
-        {str(p.get("risk")) for p in view.proposals}, key=["low", "medium", "high"].index
-    )
-    confirm = {
-        "title": {"type": "plain_text", "text": messages.CONFIRM_TITLE},
-        "text": {"type": "mrkdwn", "text": clip(messages.confirm_text(todo, risky[-1]), 300)},
-        "confirm": {"type": "plain_text", "text": messages.APPROVE},
-        "deny": {"type": "plain_text", "text": messages.CANCEL},
-    }
+    waiting = [p for p in view.proposals if str(p.get("action")) in view.pending_actions]
+    todo = ", ".join(str(p.get("description")) for p in waiting)
+    risky = sorted({str(p.get("risk")) for p in waiting}, key=_risk_order)
+    label = messages.APPROVE_ALL if len(view.pending_actions) > 1 else messages.APPROVE
     elements: list[Block] = [
-        button(messages.APPROVE, ACTION_IDS["approve"], value, style="primary", confirm=confirm),
+        button(
+            label, ACTION_IDS["approve"], value, style="primary", confirm=_confirm(todo, risky[-1])
+        ),
         button(messages.REJECT, ACTION_IDS["reject"], value, style="danger"),
     ]
-    if any(p.get("action") in view.previewable for p in view.proposals):
+    if any(p.get("action") in view.previewable for p in waiting):
         elements.append(button(messages.DRY_RUN, ACTION_IDS["dry_run"], value))
     return {"type": "actions", "block_id": f"approval:{view.run_id}", "elements": elements}
 
 
+def _risk_order(risk: str) -> int:
+    order = ["low", "medium", "high"]
+    return order.index(risk) if risk in order else len(order)
+
+
 def _who_may_approve(view: TriageView, approval: ApprovalState) -> str:
     text = messages.who_may_approve(approval.expires_at, view.approvers)
-    risks = sorted({str(p.get("risk")) for p in view.proposals} & set(view.two_person_risks))
+    waiting = {
+        str(p.get("risk")) for p in view.proposals if p.get("action") in view.pending_actions
+    }
+    risks = sorted(waiting & set(view.two_person_risks), key=_risk_order)
     if risks:
         text += " · " + messages.TWO_PERSON.format(risks="/".join(risks))
     for override in view.policy_overrides:

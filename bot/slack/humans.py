@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bot.incidents import humans
+from bot.incidents import humans, writing
 from bot.incidents.mttr import format_duration
 from bot.incidents.mttr_groups import Group, formulas, render_table
 from bot.incidents.reporting import read_incident, read_mttr_groups
@@ -65,13 +65,33 @@ def record(
     refresh(number)
 
 
+def postmortem_text(
+    command: grammar.ActionItem | grammar.Section, *, deps: SlackDeps, user: str, reply: Reply
+) -> None:
+    """`/gpu action` and `/gpu section`: what a person adds to the postmortem, stored as the
+    CLI's `gpu-oncall action` / `section` store it (bot/incidents/writing.py)."""
+    now = deps.rt.clock.now()
+    with session_scope(deps.rt.db) as session:
+        incident = read_incident(session, command.incident_id)
+        match command:
+            case grammar.ActionItem(owner=owner, text=item, due=due):
+                writing.add_action_item(
+                    session, incident, owner=owner, text=item, due=due, actor=user, at=now
+                )
+                text = messages.action_item_added(incident.ref, owner, due)
+            case grammar.Section(section=name, text=prose):
+                writing.write_section(
+                    session, incident, section=name, text=prose, actor=user, at=now
+                )
+                text = messages.section_written(incident.ref, name)
+    reply(text=text, response_type="ephemeral")
+
+
 def mttr(command: grammar.Mttr, *, deps: SlackDeps, reply: Reply) -> None:
     """`/gpu mttr [window] [by runbook|layer|week]`: p50/p90 per group and GPU-hours."""
     until = deps.rt.clock.now()
     with session_scope(deps.rt.db) as session:
-        groups = read_mttr_groups(
-            session, since=until - command.window, until=until, by=command.by
-        )
+        groups = read_mttr_groups(session, since=until - command.window, until=until, by=command.by)
     blocks = mttr_blocks(command.label, groups, by=command.by)
     reply(text=f"MTTR {command.label}", blocks=blocks, response_type="ephemeral")
 
@@ -89,4 +109,3 @@ def mttr_blocks(label: str, groups: list[Group], *, by: str) -> list[Block]:
     ]
     blocks = [section(messages.mttr_title(label, total)), section(table), context(notes)]
     return fit(blocks, pointer="`gpu-oncall mttr --json` for every figure")
-

@@ -8,6 +8,7 @@ runbook. Payloads are validated with pydantic at this edge; only routing keys ar
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -137,6 +138,7 @@ def register(app: App, *, deps: SlackDeps, replies: Replies, approvals: Approval
         return on_click
 
     app.action(ACTION_IDS["approve"])(decide("approve"))
+    app.action(re.compile(f"^{ACTION_IDS['approve_only']}:"))(decide("approve"))
     app.action(ACTION_IDS["reject"])(decide("reject"))
 
     @app.action(ACTION_IDS["dry_run"])

@@ -7,7 +7,7 @@ module only words things. Times are shown in UTC, as the rest of the bot keeps t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import date, datetime
 
 from bot.errors import PolicyDenied
 from bot.slack.kit import escape
@@ -83,14 +83,59 @@ def cannot_ack_resolved(ref: str) -> str:
     return f"{ref} is already resolved; `/gpu postmortem {ref}` exports its timeline."
 
 
-def postmortem_comment(ref: str, title: str, *, url: str | None = None) -> str:
-    page = f" (live page: <{url}|{ref}>)" if url else ""
+def postmortem_comment(ref: str, title: str, *, url: str | None = None, how: str = "") -> str:
+    page = f" (live page: <{url}|{ref}>{how})" if url else ""
     return f":page_facing_up: Postmortem of {ref}: {title}{page}; open the HTML file in a browser"
 
 
-def incident_page_link(ref: str, url: str | None) -> str:
-    """`<url|INC-7 page>` for Slack text, or empty when `pages.base_url` is unset."""
-    return f"<{url}|{ref} page>" if url else ""
+def action_item_added(ref: str, owner: str, due: date | None) -> str:
+    by = f", due {due.isoformat()}" if due else ""
+    return (
+        f"{ref}: action item for {mention(owner)}{by} recorded; it is in the postmortem "
+        f"(`/gpu postmortem {ref}`)"
+    )
+
+
+def section_written(ref: str, section: str) -> str:
+    name = section.replace("_", "-")
+    return (
+        f"{ref}: postmortem section *{name}* written in your words; the bot's draft no longer "
+        "replaces it"
+    )
+
+
+PAGE_AUTH = {
+    "none": "",
+    "proxy": " (sign in through the team's single sign-on)",
+    "token": (
+        " (needs the pages' bearer token: `curl -H 'Authorization: Bearer $TOKEN'`; "
+        "a browser gets 401 until GPU_ONCALL_PAGES__TOKEN or __AUTH=proxy is set)"
+    ),
+}
+"""How the people in the channel open an incident page, by `pages.auth` (docs/slack.md §4)."""
+
+
+def page_auth(auth: str, until: datetime | None) -> str:
+    if auth == "signed" and until is not None:
+        return f" (signed link, opens this page until {hhmm(until)} UTC; `/gpu incident` for more)"
+    return PAGE_AUTH.get(auth, "")
+
+
+def incident_page_link(
+    ref: str, url: str | None, auth: str = "token", until: datetime | None = None
+) -> str:
+    """`<url|INC-7 page>` and how to open it, or empty when `pages.base_url` is unset."""
+    return f"<{url}|{ref} page>{page_auth(auth, until)}" if url else ""
+
+
+def where_details(
+    url: str | None, auth: str, until: datetime | None = None, *, thread: bool
+) -> str:
+    """The triage message's last line: where the evidence and the full report are."""
+    parts = [DETAILS_IN_THREAD] if thread else []
+    if url:
+        parts.append(f"<{url}|incident page>{page_auth(auth, until)}")
+    return " · ".join(parts) or "`/gpu incident` has the full report"
 
 
 def mttr_title(label: str, count: int) -> str:
@@ -141,7 +186,13 @@ UNKNOWN_LAYERS = "*Not checked (signals missing):* {layers}"
 DETECTOR = ":warning: *Detector, not hardware:* {note}"
 WITHHELD = "*Not proposed:* {action} {target} — {reason}"
 PROPOSED = "*Proposed actions*"
-PROPOSAL = "• `{description}` · risk *{risk}*{reason}"
+PROPOSAL = "• `{description}` · risk *{risk}*{two_person}{reason}"
+TWO_PERSON_MARK = " (two-person)"
+DECISION = "*Decision:* {decision}"
+NOT_ASKED = "carried out under the runbook's policy (no approval asked)"
+DETAILS = "*Details*"
+DETAILS_IN_THREAD = "findings, evidence and ruled-out layers: in the thread"
+APPROVE_ALL = "Approve all"
 VERIFICATION = "*Verification*"
 NOTHING_DONE = "Nothing was carried out."
 APPROVE, REJECT, DRY_RUN, CANCEL = "Approve", "Reject", "Dry run", "Cancel"
@@ -158,6 +209,23 @@ def running(done: str) -> str:
 
 def checked(done: str, *, findings: int, unknown: int) -> str:
     return f":white_check_mark: *Checked* {done} steps: {findings} findings, {unknown} unknown"
+
+
+def run_failed_short() -> str:
+    return ":x: the run failed before it could propose anything"
+
+
+def awaiting(actions: Sequence[str], expires_at: datetime) -> str:
+    names = ", ".join(f"`{escape(a)}`" for a in actions)
+    return f":raised_hand: {names} await approval (expires {hhmm(expires_at)} UTC)"
+
+
+def approve_only(action: str) -> str:
+    return f"Approve {action}"[:75]
+
+
+def details_summary(ref: str, findings: int) -> str:
+    return f"{ref}: {findings} findings, with their evidence"
 
 
 def run_failed(done: str, pointer: str) -> str:

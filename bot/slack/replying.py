@@ -25,6 +25,7 @@ from bot.slack import answers, classify, humans, messages, safety
 from bot.slack.deps import Reply, SlackDeps
 from bot.slack.failures import guarded
 from bot.slack.kit import Block, escape
+from bot.slack.page_link import page_link
 from bot.slack.triaging import TriageMessages
 from storage import incidents as incident_store
 from storage.db import session_scope
@@ -82,6 +83,8 @@ class Replies:
                     reply=reply,
                     refresh=self.messages.refresh_incident,
                 )
+            case grammar.ActionItem() | grammar.Section():
+                humans.postmortem_text(command, deps=self.deps, user=user, reply=reply)
             case grammar.ListRunbooks():
                 _say(reply, "Runbooks", answers.runbooks_blocks(self._runbooks()))
             case grammar.Classify():
@@ -154,6 +157,7 @@ class Replies:
             incident = read_incident(session, incident_id)
             ref, title = incident.ref, incident.title
             url = self.deps.rt.settings.pages.incident_url(ref)
+            link = page_link(self.deps.rt.settings.pages, ref, now=self.deps.rt.clock.now())
             document = read_postmortem(
                 session, incident_id, fmt="html", page_url=url, now=self.deps.rt.clock.now()
             )
@@ -163,7 +167,9 @@ class Replies:
                 content=document,
                 filename=f"{ref}-postmortem.html",
                 title=f"{ref} postmortem",
-                initial_comment=messages.postmortem_comment(ref, title, url=url),
+                initial_comment=messages.postmortem_comment(
+                    ref, title, url=link.url, how=messages.page_auth(link.auth, link.until)
+                ),
             )
         except SlackApiError as exc:
             if exc.response.get("error") in _NOT_MEMBER:

@@ -17,7 +17,6 @@ from bot.actions.policy import Policy, approvers_of
 from bot.engine.catalog import RunbookCatalog
 from bot.engine.loading import LoadedRunbook
 from bot.engine.policies import policy_for
-from bot.engine.schema import StepKind
 from bot.errors import NotFound
 from bot.incidents.reporting import read_incident
 from bot.incidents.timeline import EventKind
@@ -73,18 +72,20 @@ def read_triage(
     if run is None:
         return base
     events = [e for e in incident_store.list_events(session, incident_id) if e.run_id == run.id]
-    approval = _approval(session, run, loaded)
-    return _with_run(base, run, events, approval)
+    rows = _approvals(session, run)
+    return _with_run(base, run, events, rows)
 
 
 def _with_run(
     base: TriageView,
     run: RunbookRun,
     events: Sequence[TimelineEvent],
-    approval: ApprovalRow | None,
+    rows: Sequence[ApprovalRow],
 ) -> TriageView:
     counted = [e for e in events if e.step_id and e.kind != EventKind.APPROVAL_REQUESTED]
-    proposals = approval.payload.get("proposals", []) if approval else _proposed(events)
+    proposals = rows[0].payload.get("proposals", []) if rows else _proposed(events)
+    states = _approval_states(rows)
+    pending = [s for s in states if s.state == "pending"]
     return replace(
         base,
         requester=str(run.inputs.get("requester", "alertmanager")),
@@ -94,7 +95,8 @@ def _with_run(
         progress=tuple(_progress_line(e) for e in events if e.kind in _PROGRESS),
         verdict=run.verdict,
         proposals=tuple(proposals),
-        approval=_approval_state(approval),
+        approval=pending[0] if pending else (states[-1] if states else None),
+        approvals=states,
         results=tuple(
             Line(outcome_icon(str(e.payload.get("outcome", "skipped"))), e.summary)
             for e in events
@@ -113,27 +115,36 @@ def _runbook(catalog: RunbookCatalog, name: str) -> LoadedRunbook | None:
         return None  # a runbook removed since: the message still renders from stored data
 
 
-def _approval(
-    session: Session, run: RunbookRun, loaded: LoadedRunbook | None
-) -> ApprovalRow | None:
-    steps = [s.id for s in loaded.runbook.steps if s.kind is StepKind.APPROVE] if loaded else []
-    for step_id in steps:
-        row = approval_store.get_approval_for_step(session, run_id=run.id, step_id=step_id)
-        if row is not None:
-            return row
-    return None
+def _approvals(session: Session, run: RunbookRun) -> list[ApprovalRow]:
+    """The run's approvals, oldest first: one, or after a per-action approval (`--only`, a
+    per-action button) the approved part followed by the rest, asked again."""
+    rows = approval_store.list_approvals(session, incident_id=run.incident_id)
+    return [r for r in rows if r.run_id == run.id]
 
 
-def _approval_state(row: ApprovalRow | None) -> ApprovalState | None:
-    if row is None:
-        return None
-    return ApprovalState(
-        state=row.state,
-        expires_at=row.expires_at,
-        actor=row.actor,
-        decided_at=row.decided_at,
-        reason=row.reason,
-    )
+def _approval_states(rows: Sequence[ApprovalRow]) -> tuple[ApprovalState, ...]:
+    """Each approval with the actions it decided: an approval's proposals less those asked
+    again by the next one (the rest of a per-action approval)."""
+    names = [_names(row) for row in rows]
+    states = []
+    for i, row in enumerate(rows):
+        later = set(names[i + 1]) if i + 1 < len(rows) else set()
+        states.append(
+            ApprovalState(
+                state=row.state,
+                expires_at=row.expires_at,
+                actor=row.actor,
+                decided_at=row.decided_at,
+                reason=row.reason,
+                actions=tuple(n for n in names[i] if n not in later),
+            )
+        )
+    return tuple(states)
+
+
+def _names(row: ApprovalRow) -> tuple[str, ...]:
+    proposals = row.payload.get("proposals", [])
+    return tuple(dict.fromkeys(str(p.get("action")) for p in proposals))
 
 
 def _proposed(events: Sequence[TimelineEvent]) -> list[Mapping[str, Any]]:

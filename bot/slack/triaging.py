@@ -1,5 +1,6 @@
 """Live triage messages: post one per run, edit it in place as steps complete, reply in its
-thread with action results and verification.
+thread with the verdict's evidence when the run first stops, then with action results and
+verification.
 
 Coordinates (channel, ts) are stored (`storage.messages`) and every update is rendered from the
 database (`snapshots.py`), so after a restart the bot keeps editing the same message. Updates are
@@ -22,9 +23,17 @@ from bot.errors import UserInputError
 from bot.incidents import lifecycle
 from bot.incidents.timeline import BOT, EventKind
 from bot.slack import messages
-from bot.slack.blocks import TriageView, thread_blocks, triage_blocks, triage_text
+from bot.slack.blocks import (
+    TriageView,
+    details_blocks,
+    details_text,
+    thread_blocks,
+    triage_blocks,
+    triage_text,
+)
 from bot.slack.deps import SlackDeps
 from bot.slack.kit import Block, section
+from bot.slack.page_link import page_link
 from bot.slack.snapshots import read_triage
 from storage import messages as message_store
 from storage.db import session_scope
@@ -50,7 +59,8 @@ class TriageMessages:
                 catalog=rt.catalog,
                 policy=rt.deps.policy,
             )
-        return replace(view, page_url=rt.settings.pages.incident_url(view.incident.ref))
+        link = page_link(rt.settings.pages, view.incident.ref, now=rt.clock.now())
+        return replace(view, page_url=link.url, page_auth=link.auth, page_until=link.until)
 
     def placeholder(self, channel: str, text: str) -> tuple[str, str]:
         """Post a first line at once (the 'within a second' of DESIGN §1); (channel, ts)."""
@@ -202,6 +212,9 @@ class LiveTriage:
             message_store.bind_run(session, channel=self.channel, ts=self.ts, run_id=self.run_id)
         self.refresh()
         view = self.messages.snapshot(self.incident_id, self.run_id)
+        undecided = all(a.state == "pending" for a in view.approvals)
+        if view.verdict and not decided and undecided:  # the first stop: evidence in the thread
+            self.messages.reply(self, text=details_text(view), blocks=details_blocks(view))
         if decided or view.results or view.verification:
             self.messages.reply(self, text=_thread_text(view), blocks=thread_blocks(view))
 

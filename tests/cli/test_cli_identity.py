@@ -76,7 +76,7 @@ def test_a_refused_approve_exits_2(tmp_path: Path) -> None:
     assert refused.returncode == 2
     assert refused.stderr.strip().splitlines() == [
         "gpu-oncall: refused: cli:alice is not an approver (approvers: cli:bob); "
-        "ask one of them to approve"
+        "ask one of them to approve (the list is GPU_ONCALL_POLICY__APPROVERS)"
     ]
 
 

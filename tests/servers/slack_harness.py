@@ -99,7 +99,7 @@ class SlackHarness:
         return name
 
     def click(self, kind: str, message: Call, *, user: str) -> str:
-        """Click the `kind` button (approve, reject, dry_run) of a posted/updated message."""
+        """Click the `kind` button (approve, reject, dry_run, approve:ACTION) of a message."""
         button = find_button(message, kind)
         name = f"click-{next(self._ids)}"
         channel, ts = str(message.body["channel"]), str(message.body["ts"])
@@ -136,6 +136,13 @@ class SlackHarness:
         )
         return httpx.post(self.server.url + "/alerts", json=body, timeout=WAIT)
 
+    def triage_alert(self) -> str:
+        """The scenario's alert, triaged to its approval; the ts of the triage message."""
+        assert self.alert("firing").status_code == 200
+        self.settle()
+        (post,) = self.triage_posts(INCIDENTS)
+        return self.ts_of(post)
+
     # -- waiting and reading -------------------------------------------------------------------
     def settle(self) -> None:
         """Wait (bounded) until every request, run and triage job has finished."""
@@ -164,10 +171,22 @@ class SlackHarness:
         ]
 
     def thread(self, ts: str) -> list[Call]:
-        return [c for c in self.fake.of("chat.postMessage") if c.body.get("thread_ts") == ts]
+        """Replies in the thread of `ts`, less the verdict's details (`details`)."""
+        replies = [c for c in self.fake.of("chat.postMessage") if c.body.get("thread_ts") == ts]
+        return [c for c in replies if not _is_details(c)]
+
+    def details(self, ts: str) -> list[Call]:
+        """The details replies (findings, evidence, ruled-out layers) in the thread of `ts`."""
+        replies = [c for c in self.fake.of("chat.postMessage") if c.body.get("thread_ts") == ts]
+        return [c for c in replies if _is_details(c)]
 
     def ts_of(self, post: Call) -> str:
         return _posted_ts(self.fake, post)
+
+
+def _is_details(call: Call) -> bool:
+    blocks = call.blocks
+    return bool(blocks) and blocks[0].get("block_id") == "details"
 
 
 def _posted_ts(fake: FakeSlack, post: Call) -> str:
@@ -177,9 +196,12 @@ def _posted_ts(fake: FakeSlack, post: Call) -> str:
 
 
 def find_button(message: Call, kind: str) -> dict[str, Any]:
-    action_id = {"approve": "gpu_approve", "reject": "gpu_reject", "dry_run": "gpu_dry_run"}[kind]
+    """`approve`, `reject`, `dry_run`, or `approve:ACTION` for one action's own button."""
+    ids = {"approve": "gpu_approve", "reject": "gpu_reject", "dry_run": "gpu_dry_run"}
+    head, _, action = kind.partition(":")
+    action_id = f"gpu_approve_only:{action}" if action else ids[head]
     for block in message.blocks:
-        for element in block.get("elements", []):
+        for element in [*block.get("elements", []), block.get("accessory") or {}]:
             if element.get("action_id") == action_id:
                 return dict(element)
     raise AssertionError(f"no {kind} button in the message (blocks: {message.blocks})")

@@ -30,10 +30,7 @@ Start = Callable[..., SlackHarness]
 
 def _triaged(harness: SlackHarness) -> str:
     """An alert-triggered triage waiting for approval; returns its message ts."""
-    assert harness.alert("firing").status_code == 200
-    harness.settle()
-    (post,) = harness.triage_posts(INCIDENTS)
-    return harness.ts_of(post)
+    return harness.triage_alert()
 
 
 def _pending(harness: SlackHarness) -> bool:

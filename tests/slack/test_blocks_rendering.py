@@ -18,7 +18,14 @@ from typing import Any
 
 from bot.incidents.views import EventView, IncidentView
 from bot.slack import answers
-from bot.slack.blocks import ApprovalState, TriageView, thread_blocks, triage_blocks, triage_text
+from bot.slack.blocks import (
+    ApprovalState,
+    TriageView,
+    details_blocks,
+    thread_blocks,
+    triage_blocks,
+    triage_text,
+)
 from bot.slack.humans import mttr_blocks
 from bot.slack.kit import Block, Line, context, fit, section
 
@@ -129,13 +136,18 @@ def test_running_triage_shows_progress_and_no_buttons() -> None:
 def test_verdict_with_evidence_and_approval_buttons() -> None:
     blocks = triage_blocks(view())
     text = text_of(blocks)
+    assert blocks[1]["block_id"] == "verdict"  # the verdict first, under the header
     assert "*Verdict:* `gpu_hardware` (confidence 90%)" in text
     assert "*Culprit:* gpu-node-03 / GPU 5 / GPU-127c" in text
-    assert "`gpu.ecc.dbe_rate` = 4 (gpu=5)" in text
-    assert "*Ruled out:* `fabric`, `kubernetes`" in text
-    assert "*Missing signals:* `gpu.row_remap.failure`" in text
+    assert "*Decision:* :raised_hand: `cordon`, `drain` await approval (expires 12:30 UTC)" in text
     assert "Started by Alertmanager".lower() in text.lower()
+    assert "gpu.ecc.dbe_rate" not in text and "Ruled out" not in text  # in the thread
+    details = text_of(details_blocks(view()))
+    assert "`gpu.ecc.dbe_rate` = 4 (gpu=5)" in details
+    assert "*Ruled out:* `fabric`, `kubernetes`" in details
+    assert "*Missing signals:* `gpu.row_remap.failure`" in details
     approve, reject, dry_run = buttons(blocks)
+    assert approve["text"]["text"] == "Approve all"
     assert [b["action_id"] for b in (approve, reject, dry_run)] == [
         "gpu_approve",
         "gpu_reject",
@@ -148,6 +160,31 @@ def test_verdict_with_evidence_and_approval_buttons() -> None:
     assert "two-person rule" in text and "Expires 12:30 UTC" in text
     assert triage_text(view()) == "INC-7 critical: ecc-storm on gpu-node-03: gpu_hardware (90%)"
     assert_within_limits(blocks)
+
+
+def test_each_waiting_action_has_its_own_approve_button() -> None:
+    blocks = triage_blocks(view())
+    own = [b["accessory"] for b in blocks if "accessory" in b]
+    assert [b["action_id"] for b in own] == ["gpu_approve_only:cordon", "gpu_approve_only:drain"]
+    assert [json.loads(b["value"])["only"] for b in own] == ["cordon", "drain"]
+    assert "(risk: high)" in own[1]["confirm"]["text"]["text"]
+    text = text_of(blocks)
+    assert "risk *high* (two-person)" in text and "risk *medium* —" in text
+    single = triage_blocks(view(proposals=PROPOSALS[:1]))
+    assert not [b for b in single if "accessory" in b]  # one action: Approve is its button
+    assert buttons(single)[0]["text"]["text"] == "Approve"
+
+
+def test_after_a_per_action_approval_the_rest_waits_with_its_own_expiry() -> None:
+    at = T0 + timedelta(minutes=5)
+    first = ApprovalState("approved", T0 + timedelta(minutes=30), "U0BOB", at, actions=("cordon",))
+    rest = ApprovalState("pending", at + timedelta(minutes=30), actions=("drain",))
+    blocks = triage_blocks(view(approval=rest, approvals=(first, rest)))
+    text = text_of(blocks)
+    assert "`drain` await approval (expires 12:35 UTC)" in text
+    assert "Keep new work off · :white_check_mark: Approved by <@U0BOB> at 12:05 UTC" in text
+    assert not [b for b in blocks if "accessory" in b]  # one action left: Approve decides it
+    assert "(risk: high)" in buttons(blocks)[0]["confirm"]["text"]["text"]
 
 
 def test_no_dry_run_button_when_no_action_supports_it() -> None:
@@ -203,11 +240,14 @@ def test_incident_with_many_findings_stays_within_limits() -> None:
     progress = tuple(Line(".", f"step {i}: " + "y" * 200) for i in range(400))
     blocks = triage_blocks(view(verdict=many, progress=progress))
     assert_within_limits(blocks)
-    text = text_of(blocks)
+    details = details_blocks(view(verdict=many, progress=progress))
+    assert_within_limits(details)
+    text = text_of(details)
     assert "+290 more findings; full report: `/gpu incident INC-7`" in text
     assert "… 35 more values" in text
     assert "x" * 499 + "…" in text  # a 5,000-character summary, clipped
     assert [b["action_id"] for b in buttons(blocks)][:2] == ["gpu_approve", "gpu_reject"]
+    assert "x" * 5000 not in text_of(blocks)
     running = triage_blocks(view(verdict=None, run_status="running", progress=progress))
     assert_within_limits(running)
     assert "earlier steps" in text_of(running) and "step 399" in text_of(running)

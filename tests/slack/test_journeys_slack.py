@@ -43,8 +43,9 @@ def test_diagnose_approve_act_verify_in_thread(harness: SlackHarness) -> None:
     assert "CRITICAL · INC-1 · node-diagnose · gpu-node-03" in verdict.text
     assert "*Verdict:* `gpu_hardware`" in verdict.text
     assert "gpu-node-03 / GPU 5" in verdict.text
-    assert "`gpu.ecc.dbe_rate` =" in verdict.text  # evidence with its value
-    assert "*Ruled out:*" in verdict.text and "`fabric`" in verdict.text
+    (details,) = harness.details(ts)  # the evidence, once, in the thread
+    assert "`gpu.ecc.dbe_rate` =" in details.text  # evidence with its value
+    assert "*Ruled out:*" in details.text and "`fabric`" in details.text
     assert "`cordon gpu-node-03`" in verdict.text and "`drain gpu-node-03" in verdict.text
     assert fleet.cordon_calls[NODE] == 0
 
