@@ -338,14 +338,14 @@ class WorkQueue:
 
     def schedule_timer(
         self, run_id: str, incident_id: int, due: datetime, *, plan: Any = None
-    ) -> None:
+    ) -> int:
         """The durable timer: a `timer` work row due at `due` that resumes the run; `plan`
         names the drains that wait for a checkpoint (bot/engine/deferred.py)."""
         payload: dict[str, Any] = {"answer": {"kind": "timer", "due_at": due.isoformat()}}
         if plan:
             payload["plan"] = plan
         with session_scope(self.db) as session:
-            self.record_work(
+            item = self.record_work(
                 session,
                 kind="timer",
                 key=f"timer:{run_id}:{due.isoformat()}",
@@ -354,3 +354,5 @@ class WorkQueue:
                 payload=payload,
                 due_at=due,
             )
+            assert item.id is not None
+            return item.id
