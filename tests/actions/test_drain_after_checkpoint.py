@@ -38,7 +38,8 @@ REQUESTER, APPROVER = "cli:dave", "cli:erin"
 
 @pytest.fixture
 def storm(settings: Settings, scenario_dir: Path) -> Iterator[Runtime]:
-    with open_runtime(settings, scenario_path=scenario_dir / "ecc-dbe-storm.yaml", fresh=True) as rt:
+    scenario = scenario_dir / "ecc-dbe-storm.yaml"
+    with open_runtime(settings, scenario_path=scenario, fresh=True) as rt:
         yield rt
 
 
