@@ -276,6 +276,11 @@ class RunEngine:
                         groups=groups,
                         runbook=run.runbook,
                     )
+            elif only and decision == "reject":
+                raise UserInputError(
+                    "reject --only cancels a drain that waits for the next checkpoint; to "
+                    "refuse some of the pending actions, approve the others with --only"
+                )
             elif pending is None or pending.id is None:
                 interrupted = self.work.interrupted_resumption(session, run_id)
                 if interrupted is None:
