@@ -261,10 +261,7 @@ def test_an_action_left_running_by_a_dead_worker_is_reconciled_not_repeated(
     cordon = next(r for r in done.steps["execute"]["results"] if r["action"] == "cordon")
     assert cordon["outcome"] == "already_done"  # the node was read: nothing changed twice
     assert rt.fleet.cordon_calls[NODE] == 1 and rt.fleet.drain_calls[NODE] == 1
-    outcomes = {r["action"]: r["outcome"] for r in done.steps["execute"]["results"]}
-    # the drain waited for the job's checkpoint (bot/engine/deferred.py); the act step's re-run
-    # after the wait finds the ticket in the ledger, done by this incident
-    assert outcomes["drain"] == "changed" and outcomes["open_ticket"] in ("changed", "already_done")
+    assert [r["outcome"] for r in done.steps["execute"]["results"]].count("changed") == 2
     with session_scope(rt.db) as session:
         row = action_store.get_action(session, key)
     assert row is not None and (row.status, row.outcome) == ("succeeded", "already_done")

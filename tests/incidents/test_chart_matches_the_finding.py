@@ -4,20 +4,18 @@ Covers, on ecc-dbe-storm (GPU 5 of gpu-node-03 logs double-bit ECC errors) run t
 injectable clock: the finding cites gpu.ecc.dbe_rate with a value; the stored snapshot's culprit
 series, read with the gathering step's window, has that very value at the verdict's time (the
 chart once said 6/min where the finding said 4/min: its points were 1-minute rates, the finding's
-a 15-minute one); after the verification the same snapshot is read again up to the verification's time, so the
-chart covers the fix.
+a 15-minute one); after the verification the same snapshot is read again up to the
+verification's time, so the chart covers the fix.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime
-from pathlib import Path
 
 import pytest
+from actions.test_drain_after_checkpoint import storm
 
-from bot.config import Settings
-from bot.wiring.runtime import Runtime, open_runtime
+from bot.wiring.runtime import Runtime
 from storage import incidents as incident_store
 from storage import snapshots as snapshot_store
 from storage.db import session_scope
@@ -25,11 +23,7 @@ from storage.db import session_scope
 NODE = "gpu-node-03"
 
 
-@pytest.fixture
-def storm(settings: Settings, scenario_dir: Path) -> Iterator[Runtime]:
-    scenario = scenario_dir / "ecc-dbe-storm.yaml"
-    with open_runtime(settings, scenario_path=scenario, fresh=True) as rt:
-        yield rt
+__all__ = ["storm"]  # the fixture: a fresh ecc-dbe-storm runtime
 
 
 def test_the_chart_shows_the_findings_rate_and_reaches_the_verification(storm: Runtime) -> None:

@@ -321,17 +321,8 @@ def _ask_plan(
     """Ask again for a drain that waited (its deadline passed, or its approver no longer
     qualifies). A replayed timer answer is not a decision: the question is asked again."""
     expires_at = (asked_at + policy.approval_ttl).isoformat()
-    payload = {
-        "run_id": state.get("run_id"),
-        "incident": state.get("incident"),
-        "step_id": f"{step.id}.plan-{drains[0]['target']}",
-        "runbook": state.get("runbook"),
-        "target": state.get("target"),
-        "proposals": drains,
-        "requested_at": asked_at.isoformat(),
-        "expires_at": expires_at,
-        "requester": state.get("inputs", {}).get("requester", "bot"),
-        "policy": next((s["policy"] for s in steps.values() if "policy" in s), {}),
+    step_id = f"{step.id}.plan-{drains[0]['target']}"
+    payload = _question(step_id, state, steps, drains, asked_at, expires_at) | {
         "why": f"the drain waited for the next checkpoint: {why}",
     }
     answer = interrupt(payload)
@@ -383,21 +374,36 @@ def _ask_rest(
         str(_requested_at(steps, first))
     )
     expires_at = (asked_at + ttl).isoformat()
-    payload = {
-        "run_id": state.get("run_id"),
-        "incident": state.get("incident"),
-        "step_id": f"{step.id}.rest{len(later) + 1}",
-        "runbook": state.get("runbook"),
-        "target": state.get("target"),
-        "proposals": rest,
-        "requested_at": asked_at.isoformat(),
-        "expires_at": expires_at,
-        "requester": state.get("inputs", {}).get("requester", "bot"),
-        "policy": next((s["policy"] for s in steps.values() if "policy" in s), {}),
+    payload = _question(
+        f"{step.id}.rest{len(later) + 1}", state, steps, rest, asked_at, expires_at
+    ) | {
         "after": {"actor": previous.get("actor"), "only": previous.get("only")},
         "done": [r for r in done if r["outcome"] != NOT_APPROVED],
     }
     return _decision(interrupt(payload), expires_at)
+
+
+def _question(
+    step_id: str,
+    state: RunState,
+    steps: dict[str, Any],
+    proposals: list[dict[str, Any]],
+    asked_at: datetime,
+    expires_at: str,
+) -> dict[str, Any]:
+    """The approval payload of a question the act step asks (the rest, a waited drain)."""
+    return {
+        "run_id": state.get("run_id"),
+        "incident": state.get("incident"),
+        "step_id": step_id,
+        "runbook": state.get("runbook"),
+        "target": state.get("target"),
+        "proposals": proposals,
+        "requested_at": asked_at.isoformat(),
+        "expires_at": expires_at,
+        "requester": state.get("inputs", {}).get("requester", "bot"),
+        "policy": next((s["policy"] for s in steps.values() if "policy" in s), {}),
+    }
 
 
 def _requested_at(steps: dict[str, Any], decision: dict[str, Any]) -> str:
