@@ -37,6 +37,7 @@ from bot.actions.executing import idempotency_key
 from bot.actions.impact import CHECKPOINT_SIGNAL, CORDON_AND_WAIT, JobReadings, format_age
 from bot.actions.policy import Policy, Risk, check_approver, proposals_need_approval
 from bot.engine.outcomes import RunOutcome
+from bot.engine.recording import ACTION_EVENTS
 from bot.engine.state import Deps, PlanTerms
 from bot.engine.working import WorkQueue
 from bot.errors import PolicyDenied, RunStateError, UserInputError
@@ -336,13 +337,6 @@ def _told(result: dict[str, Any], how: str, why: str) -> dict[str, Any]:
 # -- the engine's side: announce, find, cancel or hurry a waiting plan -------------------------
 
 
-_RESULT_EVENTS = {
-    "changed": EventKind.ACTION_SUCCEEDED,
-    "already_done": EventKind.ACTION_SUCCEEDED,
-    "failed": EventKind.ACTION_FAILED,
-}
-
-
 def plans_waiting(values: Sequence[Any]) -> list[dict[str, Any]]:
     """The deferred drains among a run's pending interrupt values."""
     return [
@@ -367,7 +361,7 @@ def announce(db: Engine, deps: Deps, incident_id: int, run_id: str, values: Sequ
                 lifecycle.record(
                     session,
                     incident_id=incident_id,
-                    kind=_RESULT_EVENTS.get(str(result.get("outcome")), EventKind.ACTION_SKIPPED),
+                    kind=ACTION_EVENTS.get(str(result.get("outcome")), EventKind.ACTION_SUCCEEDED),
                     at=now,
                     actor="bot",
                     summary=str(result.get("detail")),

@@ -475,30 +475,19 @@ class RunEngine:
             graph_input = _resume_command(interrupts, self._timer_answer())
 
     def _follows(self, values: Sequence[Any]) -> bool:
-        """Whether this thread waits for the timers itself. A verification's poll: on
-        simulated time, or when `follow_timers`. A drain waiting for a checkpoint (it may wait
-        an hour): only a command on simulated time; in `serve`, and on wall-clock time, it is
-        a durable row that `serve` resumes when due."""
-        if deferred.plans_waiting(values):
-            return self.inline_timers and self.follow_timers
-        return self.inline_timers or self.follow_timers
+        """Whether this thread waits for the timers itself: always on simulated time (a
+        timer passes at once); on wall-clock time a verification's poll when `follow_timers`,
+        a drain waiting for a checkpoint never (it may wait an hour: a durable row that
+        `serve` resumes when due, whoever approved it)."""
+        plans = deferred.plans_waiting(values)
+        return self.inline_timers or (self.follow_timers and not plans)
 
     def _schedule(
         self, run_id: str, incident_id: int, due: datetime, values: Sequence[Any]
     ) -> None:
-        """A durable `timer` row. A drain's wait in `serve` on simulated time passes at once
-        (as a verification's does), but as a row handed to the pool: every poll is claimed
-        under a lease, and a killed `serve` leaves it to the next one."""
+        """A durable `timer` row, carrying the drains that wait for a checkpoint."""
         plans = deferred.plans_waiting(values)
-        passes = bool(plans) and self.inline_timers
-        if passes:
-            wait = (due - self.deps.clock.now()).total_seconds()
-            if wait > 0:
-                self.deps.clock.sleep(wait)
-            due = self.deps.clock.now()
-        work_id = self.work.schedule_timer(run_id, incident_id, due, plan=plans or None)
-        if passes and self.work.on_due is not None:
-            self.work.on_due([work_id])
+        self.work.schedule_timer(run_id, incident_id, due, plan=plans or None)
 
     def _timer_answer(self) -> dict[str, Any]:
         return {"kind": "timer", "at": self.deps.clock.now().isoformat()}
