@@ -7,9 +7,9 @@ the next checkpoint of every job with ranks on the node, or for its deadline (se
 param), whichever comes first.
 
 The wait is a timer interrupt of the act step (`{"kind": "timer", "plan": ...}`): on simulated
-time it passes at once; under `serve` it is a durable `timer` work row (storage/work.py) due at
-the next poll, claimed under a lease, so a killed process's plan is taken over by the next
-worker or replica from the run's checkpoint. At each poll the job's checkpoint age is read
+time it passes at once; on wall-clock time it is a durable `timer` work row (storage/work.py)
+due at the next poll, claimed under a lease, so a killed process's plan is taken over by the
+next worker or replica from the run's checkpoint. At each poll the job's checkpoint age is read
 (`job.checkpoint_age`); a checkpoint that completed after the plan started lets the drain run.
 At the deadline the drain is asked for again (`policy.drain_at_deadline: ask`) or runs
 (`drain`). Either way the approver is checked again against the current policy, and the safety
