@@ -97,6 +97,14 @@ class PolicySettings(SettingsGroup):
     """Blast radius: most GPUs of one pool on out-of-service nodes after an action."""
     pool_label: str = "nvidia.com/gpu.product"
     """Node label that groups nodes into pools for the blast-radius limits."""
+    drain_checkpoint_deadline_minutes: float = Field(default=60.0, ge=0)
+    """When the impact advises "cordon and let it checkpoint", an approved drain waits (the
+    node cordoned at once) for the next checkpoint of the node's jobs, at most this long; a
+    drain proposal's `checkpoint_deadline` param overrides it. 0: approved drains run at once."""
+    drain_checkpoint_poll_seconds: float = Field(default=60.0, gt=0)
+    """How often a waiting drain reads its jobs' checkpoint age (`job.checkpoint_age`)."""
+    drain_at_deadline: Literal["ask", "drain"] = "ask"
+    """What a waiting drain does at its deadline with no checkpoint: ask again, or drain."""
 
 
 class SafetySettings(SettingsGroup):

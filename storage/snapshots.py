@@ -28,14 +28,23 @@ def save_snapshot(
     onset_at: datetime | None,
     series: Sequence[dict[str, Any]],
     taken_at: datetime,
+    replace: bool = False,
 ) -> EvidenceSnapshot:
-    """Store a snapshot, or return the one this run already stored for `signal`."""
+    """Store a snapshot, or return the one this run already stored for `signal` (`replace`:
+    give that one the new range and series: the read again after the verification)."""
     existing = session.exec(
         select(EvidenceSnapshot).where(
             EvidenceSnapshot.run_id == run_id, EvidenceSnapshot.signal == signal
         )
     ).first()
+    if existing is not None and not replace:
+        return existing
     if existing is not None:
+        existing.start, existing.end, existing.step_seconds = start, end, step_seconds
+        existing.onset_at, existing.series = onset_at, [dict(s) for s in series]
+        existing.taken_at = taken_at
+        session.add(existing)
+        session.flush()
         return existing
     row = EvidenceSnapshot(
         incident_id=incident_id,

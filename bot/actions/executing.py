@@ -30,6 +30,8 @@ class Claim:
     claimed: bool
     status: str  # running | succeeded | failed | skipped | dry_run | blocked
     result: dict[str, Any]
+    run_id: str = ""
+    """The run that claimed the key first ("" when the ledger does not say)."""
 
 
 class ActionLedger(Protocol):
@@ -92,7 +94,8 @@ def execute_once(
         previous["repeated"] = True
         previous.setdefault("outcome", claim.status)
         previous.setdefault("detail", f"{spec.name} {target}: already {claim.status}")
-        if spec.per_incident and claim.status == "succeeded":  # an earlier run of the incident
+        earlier_run = claim.run_id != ctx.run_id  # not this run's own, re-run after a wait
+        if spec.per_incident and claim.status == "succeeded" and earlier_run:
             first = previous["detail"]
             previous["outcome"] = "already_done"
             previous["detail"] = f"already done for {ctx.incident or 'this incident'}: {first}"

@@ -60,7 +60,7 @@ class SqlActionLedger:
                 lease=ACTION_LEASE,
                 check=check,
             )
-            return Claim(claimed, row.status, dict(row.result or {}))
+            return Claim(claimed, row.status, dict(row.result or {}), row.run_id)
 
     def finish(self, *, key: str, status: str, result: Mapping[str, Any], at: datetime) -> None:
         with session_scope(self._db) as session:

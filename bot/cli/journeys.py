@@ -313,6 +313,12 @@ def find_pending_run(rt: Runtime, ref: str) -> str:
             if pending is not None:
                 return pending.run_id
             interrupted = work_store.open_resumption(session, incident_id=incident.id)
+            if interrupted is None:  # a drain waiting for the next checkpoint: cancel or hurry
+                interrupted = next(
+                    (w for w in work_store.list_work(session, incident_id=incident.id)
+                     if w.state == work_store.PENDING and w.payload.get("plan")),
+                    None,
+                )  # fmt: skip
             if interrupted is None:  # a decided approval cut short is resumed, not refused
                 raise RunStateError(f"{incident.ref} ({incident.state}) has no pending approval")
             return interrupted.run_id

@@ -107,15 +107,17 @@ def build_parser() -> argparse.ArgumentParser:
             help="decide for another person (needs the admin role, GPU_ONCALL_IDENTITY__ADMINS)",
         )
         decide.add_argument("--reason", default="")
-        if verb == "approve":
-            decide.add_argument(
-                "--only",
-                action="append",
-                default=[],
-                metavar="ACTION",
-                help="approve only this action (repeatable); the others stay pending, "
-                "with their own expiry",
-            )
+        decide.add_argument(
+            "--only",
+            action="append",
+            default=[],
+            metavar="ACTION",
+            help="approve only this action (repeatable); the others stay pending, "
+            "with their own expiry"
+            if verb == "approve"
+            else "reject only this action: `--only drain` cancels a drain that waits for the "
+            "next checkpoint",
+        )
         decide.add_argument("--scenario", type=Path, help=argparse.SUPPRESS)
         decide.add_argument("--json", action="store_true")
 

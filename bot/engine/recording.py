@@ -50,6 +50,8 @@ _ACTION_EVENTS = {
     "failed": EventKind.ACTION_FAILED,
     "blocked": EventKind.ACTION_BLOCKED,  # a safety limit stopped it (bot/actions/guarding.py)
 }
+ACTION_EVENTS = _ACTION_EVENTS
+"""Action outcome -> timeline kind (bot/engine/deferred.py records a plan's first results)."""
 
 
 @contextmanager

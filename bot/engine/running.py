@@ -29,7 +29,7 @@ from sqlalchemy.engine import Engine
 
 from bot.actions.policy import Policy, Risk, check_approver
 from bot.clock import FakeClock
-from bot.engine import executors
+from bot.engine import deferred, executors
 from bot.engine.catalog import RunbookCatalog
 from bot.engine.compiling import build_graph
 from bot.engine.inputs import resolve_inputs
@@ -264,12 +264,39 @@ class RunEngine:
                 raise NotFound(f"unknown run '{run_id}'")
             pending = approval_store.pending_approval_for(session, run_id=run_id)
             interrupted = None
-            if pending is None or pending.id is None:
+            plan = None if pending is not None else deferred.waiting_plan(session, run_id)
+            if plan is not None:
+                deferred.check_only(only)
+                if decision == "approve":
+                    deferred.hurry_check(
+                        self.policy_for(run.runbook),
+                        plan,
+                        actor=actor,
+                        requester=str(run.inputs.get("requester", "")),
+                        groups=groups,
+                        runbook=run.runbook,
+                    )
+            elif only and decision == "reject":
+                raise UserInputError(
+                    "reject --only cancels a drain that waits for the next checkpoint; to "
+                    "refuse some of the pending actions, approve the others with --only"
+                )
+            elif pending is None or pending.id is None:
                 interrupted = self.work.interrupted_resumption(session, run_id)
                 if interrupted is None:
                     raise RunStateError(
                         f"run {run_id[:8]} is {run.status}: it has no pending approval"
                     )
+        if plan is not None:  # a drain waiting for the next checkpoint: cancel or hurry it
+            outcome = deferred.decide(
+                self.work,
+                plan,
+                decision=decision,
+                actor=actor,
+                reason=reason,
+                drive=lambda answer: self.continue_run(run_id, answer=answer, on_step=on_step),
+            )
+            return outcome or self.continue_run(run_id)
         if interrupted is not None:
             return self.work.perform_claimed(interrupted, on_step)
         assert pending is not None and pending.id is not None
@@ -305,6 +332,8 @@ class RunEngine:
             }
             if only and decision == "approve":
                 answer["only"] = sorted({str(p["action"]) for p in chosen})
+            if groups:  # a deferred drain checks its approver again when it runs
+                answer["groups"] = sorted(groups)
             item = self.work.record_work(
                 session,
                 kind="resume",
@@ -348,9 +377,9 @@ class RunEngine:
         if waiting and answer is None:  # timers only: due now or scheduled
             answer = self._timer_answer()
             due = min(datetime.fromisoformat(str(i.value["due_at"])) for i in waiting)
-            follow = self.inline_timers or self.follow_timers
-            if not follow and due > self.deps.clock.now():
-                self.work.schedule_timer(run_id, incident_id, due)
+            values = [i.value for i in waiting]
+            if not self._follows(values) and due > self.deps.clock.now():
+                self._schedule(run_id, incident_id, due, values)
                 return self._outcome(loaded, run_id, incident_id, "waiting", steps)
         if waiting:
             command = _resume_command(waiting, answer)
@@ -434,14 +463,31 @@ class RunEngine:
                 )
             if not interrupts:
                 return self._finished(loaded, run_id, incident_id, steps)
+            values = [i.value for i in interrupts]
+            deferred.announce(self.db, self.deps, incident_id, run_id, values)
             due = min(datetime.fromisoformat(str(i.value["due_at"])) for i in interrupts)
-            if not (self.inline_timers or self.follow_timers):
-                self.work.schedule_timer(run_id, incident_id, due)
+            if not self._follows(values):
+                self._schedule(run_id, incident_id, due, values)
                 return self._outcome(loaded, run_id, incident_id, "waiting", steps)
             wait = (due - self.deps.clock.now()).total_seconds()
             if wait > 0:
                 self.deps.clock.sleep(wait)
             graph_input = _resume_command(interrupts, self._timer_answer())
+
+    def _follows(self, values: Sequence[Any]) -> bool:
+        """Whether this thread waits for the timers itself: always on simulated time (a
+        timer passes at once); on wall-clock time a verification's poll when `follow_timers`,
+        a drain waiting for a checkpoint never (it may wait an hour: a durable row that
+        `serve` resumes when due, whoever approved it)."""
+        plans = deferred.plans_waiting(values)
+        return self.inline_timers or (self.follow_timers and not plans)
+
+    def _schedule(
+        self, run_id: str, incident_id: int, due: datetime, values: Sequence[Any]
+    ) -> None:
+        """A durable `timer` row, carrying the drains that wait for a checkpoint."""
+        plans = deferred.plans_waiting(values)
+        self.work.schedule_timer(run_id, incident_id, due, plan=plans or None)
 
     def _timer_answer(self) -> dict[str, Any]:
         return {"kind": "timer", "at": self.deps.clock.now().isoformat()}

@@ -3,6 +3,9 @@
 The culprit's signal (the first signal a finding cites) for the culprit and up to `PEERS` peer
 nodes, over the incident window plus a margin, is read with one `Telemetry.read_range` and stored
 (storage/snapshots.py), so the postmortem's metric chart renders after the backend has forgotten.
+Each point is read with the window of the step that gathered the cited evidence, so the chart
+shows the very aggregation the finding states (a rate over 15m, not over 1m). When the run's
+verification ends, the snapshot is read again up to that moment: the chart covers the fix.
 A boundary like running.py: a snapshot that cannot be taken never fails the run; it becomes a
 timeline note and a logged ref. Planning (`plan_snapshot`, `find_onset`) is pure.
 """
@@ -24,6 +27,7 @@ from bot.engine.recording import StepDone
 from bot.engine.state import Deps
 from bot.incidents import lifecycle
 from bot.incidents.timeline import EventKind
+from integrations.durations import parse_duration
 from integrations.signals import SignalCatalog
 from integrations.telemetry import SeriesPoints, SignalQuery
 from storage import incidents as incident_store
@@ -45,6 +49,7 @@ POINTS = 120
 MIN_STEP = timedelta(seconds=15)
 POINT_WINDOW = timedelta(minutes=1)
 _NOT_LOCALIZED = frozenset({"none", "unknown", ""})
+VERIFIED = frozenset({"passed", "failed"})
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,8 @@ class SnapshotPlan:
     culprits: tuple[str, ...]
     peers: tuple[str, ...]
     gpu: str | None = None
+    window: timedelta = timedelta(minutes=1)
+    """Each point's window: the gathering step's, so a point is what the finding computed."""
 
 
 def plan_snapshot(
@@ -76,8 +83,13 @@ def plan_snapshot(
     present = [str(n) for n in gathered.get("present_nodes") or () if n not in culprits]
     details = verdict.get("culprit_details") or [{}]
     gpu = details[0].get("gpu") if isinstance(details[0], Mapping) else None
+    window = gathered.get("window")
     return SnapshotPlan(
-        signal=signal, culprits=culprits, peers=tuple(present[:PEERS]), gpu=gpu or None
+        signal=signal,
+        culprits=culprits,
+        peers=tuple(present[:PEERS]),
+        gpu=gpu or None,
+        window=parse_duration(str(window)) if window else POINT_WINDOW,
     )
 
 
@@ -144,20 +156,32 @@ def find_onset(series: Sequence[Mapping[str, Any]]) -> float | None:
 def snapshot_verdicts(
     *, deps: Deps, db: Engine, done: Sequence[StepDone], steps: Mapping[str, Any]
 ) -> None:
-    """Take the snapshot of each localize step in `done` (the steps of one super-step)."""
+    """Take the snapshot of each localize step in `done` (the steps of one super-step), and
+    read it again up to a verification that ended (passed or failed) among them."""
     for step in done:
         if step.output.get("kind") == "localize":
             take_snapshot(deps=deps, db=db, done=step, steps=steps)
+        elif step.output.get("kind") == "verify" and step.output.get("status") in VERIFIED:
+            verdict = next((o for o in steps.values() if o.get("kind") == "localize"), None)
+            if verdict is not None:
+                take_snapshot(deps=deps, db=db, done=replace(step, output=verdict),
+                              steps=steps, refresh=True)  # fmt: skip
 
 
 def take_snapshot(
-    *, deps: Deps, db: Engine, done: StepDone, steps: Mapping[str, Any]
+    *,
+    deps: Deps,
+    db: Engine,
+    done: StepDone,
+    steps: Mapping[str, Any],
+    refresh: bool = False,
 ) -> None:
-    """Read and store the snapshot of one verdict; any failure becomes a timeline note."""
+    """Read and store the snapshot of one verdict (`refresh`: again, up to `done.at`, over the
+    one stored); any failure becomes a timeline note."""
     try:
         plan = plan_snapshot(done.output, steps, deps.signals)
         if plan is not None:
-            _read_and_store(deps=deps, db=db, done=done, plan=plan)
+            _read_and_store(deps=deps, db=db, done=done, plan=plan, refresh=refresh)
     except Exception as exc:  # boundary: a snapshot is a convenience, never a run failure
         ref = uuid.uuid4().hex[:6]
         logger.exception(
@@ -176,7 +200,9 @@ def _pool_names(deps: Deps, culprits: Sequence[str]) -> list[str]:
     return [n.name for n in deps.cluster.nodes(labels=pool)]
 
 
-def _read_and_store(*, deps: Deps, db: Engine, done: StepDone, plan: SnapshotPlan) -> None:
+def _read_and_store(
+    *, deps: Deps, db: Engine, done: StepDone, plan: SnapshotPlan, refresh: bool = False
+) -> None:
     with Session(db) as session:  # a read: nothing to commit (one commit per snapshot, below)
         incident = incident_store.get_incident(session, done.incident_id)
         anchor = (incident.fired_at or incident.detected_at) if incident else None
@@ -185,9 +211,7 @@ def _read_and_store(*, deps: Deps, db: Engine, done: StepDone, plan: SnapshotPla
         extra = nearest_peers(plan.culprits + plan.peers, names, count=PEERS - len(plan.peers))
         plan = replace(plan, peers=plan.peers + tuple(extra))
     start, end, step = window_for(anchor=anchor or done.at, until=done.at)
-    query = SignalQuery(
-        signal=plan.signal, nodes=plan.culprits + plan.peers, window=POINT_WINDOW
-    )
+    query = SignalQuery(signal=plan.signal, nodes=plan.culprits + plan.peers, window=plan.window)
     series = select_series(
         plan, deps.telemetry.read_range(query, start=start, end=end, step=step)
     )
@@ -204,6 +228,7 @@ def _read_and_store(*, deps: Deps, db: Engine, done: StepDone, plan: SnapshotPla
             onset_at=None if onset is None else datetime.fromtimestamp(onset, tz=start.tzinfo),
             series=series,
             taken_at=deps.clock.now(),
+            replace=refresh,
         )
 
 

@@ -4,7 +4,7 @@ dependencies handed to every node through LangGraph's context (never stored in s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Annotated, Any, TypedDict
 
@@ -36,6 +36,19 @@ class RunState(TypedDict, total=False):
 
 
 @dataclass(frozen=True)
+class PlanTerms:
+    """How an approved drain waits for the next checkpoint (bot/engine/deferred.py; settings
+    `policy.drain_checkpoint_*` and `policy.drain_at_deadline`)."""
+
+    deadline: timedelta = timedelta(minutes=60)
+    """Longest wait for the checkpoint; 0 turns the plan off (an approved drain runs at once)."""
+    poll: timedelta = timedelta(seconds=60)
+    """How often the checkpoint age is read while the drain waits."""
+    at_deadline: str = "ask"
+    """`ask`: at the deadline the drain is asked for again; `drain`: it runs."""
+
+
+@dataclass(frozen=True)
 class Deps:
     """Clients and catalogs for one run (LangGraph `context_schema`)."""
 
@@ -58,6 +71,8 @@ class Deps:
     pool_label: str = "nvidia.com/gpu.product"
     """Node label that groups nodes into pools: the impact of losing a node names its pool
     (setting `policy.pool_label`, the same label the safety limits count pools by)."""
+    plan: PlanTerms = field(default_factory=PlanTerms)
+    """How a drain the impact advises to defer waits for the next checkpoint."""
 
 
 def step_context(state: RunState) -> dict[str, Any]:

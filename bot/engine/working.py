@@ -336,15 +336,23 @@ class WorkQueue:
             )
         return None
 
-    def schedule_timer(self, run_id: str, incident_id: int, due: datetime) -> None:
-        """The durable timer: a `timer` work row due at `due` that resumes the run."""
+    def schedule_timer(
+        self, run_id: str, incident_id: int, due: datetime, *, plan: Any = None
+    ) -> int:
+        """The durable timer: a `timer` work row due at `due` that resumes the run; `plan`
+        names the drains that wait for a checkpoint (bot/engine/deferred.py)."""
+        payload: dict[str, Any] = {"answer": {"kind": "timer", "due_at": due.isoformat()}}
+        if plan:
+            payload["plan"] = plan
         with session_scope(self.db) as session:
-            self.record_work(
+            item = self.record_work(
                 session,
                 kind="timer",
                 key=f"timer:{run_id}:{due.isoformat()}",
                 incident_id=incident_id,
                 run_id=run_id,
-                payload={"answer": {"kind": "timer", "due_at": due.isoformat()}},
+                payload=payload,
                 due_at=due,
             )
+            assert item.id is not None
+            return item.id

@@ -2,14 +2,16 @@
 shared time axis (pure: numbers in, coordinates out; `templates/postmortem.html.j2` draws them).
 
 Both charts map time with the same `TimeAxis`, so a marker (fired, detected, ...) sits at the
-same x in both. Nothing here knows HTML; everything is plain frozen data.
+same x in both. Marker labels never overlap (`place_labels`): each takes the first row above the
+chart where it clears the labels already placed, and the chart grows a row when it needs one.
+Nothing here knows HTML; everything is plain frozen data.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from bot.incidents.story import SnapshotView
@@ -21,7 +23,15 @@ WIDTH = 960
 LEFT = 120  # room for lane and value labels
 RIGHT = 24
 LANE_HEIGHT = 34
-TOP = 34  # room for marker labels
+TOP = 34  # room for two rows of marker labels (more rows push the chart down)
+LABEL_ROW = 15
+"""Height of one row of marker labels: an 11 px text box is ~13 units tall."""
+LABEL_BASELINE = 12
+"""The first label row's baseline."""
+CHAR_PX = 7.0
+"""Widest average advance of an 11 px system-ui lowercase label, rounded up (measured in
+chromium: 'acknowledged' is ~70 px): label boxes are estimated from it."""
+LABEL_GAP = 6.0
 METRIC_HEIGHT = 220
 LANES = ("alert", "bot", "humans", "actions")
 MARKERS = (
@@ -72,6 +82,41 @@ class Marker:
     at: datetime
     x: float
     label: str
+    text: str = ""
+    """The words drawn above the chart (the name; "fault onset")."""
+    text_x: float = 0.0
+    """The text's centre: at the marker, moved inwards only to stay inside the chart."""
+    text_y: float = 0.0
+    """The text's baseline: its row."""
+
+
+def label_width(text: str) -> float:
+    return len(text) * CHAR_PX
+
+
+def place_labels(markers: Sequence[Marker], *, top: float = 0.0) -> tuple[list[Marker], int]:
+    """The markers with their text placed so no two label boxes meet, and the rows used.
+    Left to right, each label takes the first row whose last label ends (plus LABEL_GAP)
+    before it starts; its centre is the marker's x, kept inside [LEFT, WIDTH - RIGHT]."""
+    ends: list[float] = []  # per row: where its rightmost label ends
+    placed: list[Marker] = []
+    for marker in sorted(markers, key=lambda m: (m.x, m.name)):
+        text = marker.text or marker.name
+        half = label_width(text) / 2
+        centre = min(max(marker.x, LEFT + half), WIDTH - RIGHT - half)
+        row = next((i for i, end in enumerate(ends) if end + LABEL_GAP <= centre - half), None)
+        if row is None:
+            ends.append(0.0)
+            row = len(ends) - 1
+        ends[row] = centre + half
+        y = top + LABEL_BASELINE + row * LABEL_ROW
+        placed.append(replace(marker, text=text, text_x=round(centre, 1), text_y=y))
+    return placed, len(ends)
+
+
+def label_room(rows: int) -> float:
+    """Height above a chart for `rows` rows of labels (at least TOP)."""
+    return max(float(TOP), LABEL_BASELINE + rows * LABEL_ROW + 8.0)
 
 
 @dataclass(frozen=True)
@@ -91,6 +136,8 @@ class TimelineChart:
     dots: tuple[Dot, ...]
     markers: tuple[Marker, ...]
     ticks: tuple[tuple[float, str], ...]
+    top: float = TOP
+    """Where the lanes start: below the marker labels' rows."""
 
 
 @dataclass(frozen=True)
@@ -161,7 +208,9 @@ def incident_markers(incident: IncidentView, axis: TimeAxis) -> list[Marker]:
 def timeline_chart(
     incident: IncidentView, events: Sequence[EventView], axis: TimeAxis
 ) -> TimelineChart:
-    lanes = tuple((name, TOP + LANE_HEIGHT * (i + 0.5)) for i, name in enumerate(LANES))
+    markers, rows = place_labels(incident_markers(incident, axis))
+    top = label_room(rows)
+    lanes = tuple((name, top + LANE_HEIGHT * (i + 0.5)) for i, name in enumerate(LANES))
     y_of = dict(lanes)
     dots = tuple(
         Dot(
@@ -176,11 +225,12 @@ def timeline_chart(
         for lane in [lane_of(e)]
     )
     return TimelineChart(
-        height=TOP + LANE_HEIGHT * len(LANES) + 24,
+        height=int(top + LANE_HEIGHT * len(LANES) + 24),
         lanes=lanes,
         dots=dots,
-        markers=tuple(incident_markers(incident, axis)),
+        markers=tuple(markers),
         ticks=tuple(axis.ticks()),
+        top=top,
     )
 
 
@@ -195,7 +245,13 @@ def metric_chart(
     low, high = min(min(values), 0.0), max(values)
     if high == low:
         high = low + 1.0
-    top, bottom = float(TOP), float(TOP + METRIC_HEIGHT)
+    markers = incident_markers(incident, axis)
+    if snapshot.onset_at is not None:
+        at = snapshot.onset_at
+        markers.append(Marker("onset", at, axis.x(at), f"fault onset {at:%H:%M:%S}", "fault onset"))
+    markers, rows = place_labels(markers)
+    top = label_room(rows)
+    bottom = top + METRIC_HEIGHT
 
     def y(value: float) -> float:
         return round(bottom - (value - low) / (high - low) * (bottom - top), 1)
@@ -211,10 +267,6 @@ def metric_chart(
         for s in sorted(snapshot.series, key=lambda s: s.role != "peer")  # culprit on top
         if s.points
     )
-    markers = incident_markers(incident, axis)
-    if snapshot.onset_at is not None:
-        at = snapshot.onset_at
-        markers.append(Marker("onset", at, axis.x(at), f"fault onset {at:%H:%M:%S}"))
     y_ticks = tuple((y(v), f"{v:g}") for v in _nice_values(low, high))
     return MetricChart(
         signal=snapshot.signal,

@@ -35,7 +35,7 @@ from bot.engine.catalog import RunbookCatalog, load_catalog
 from bot.engine.gpu_records import StoredGpuHistory
 from bot.engine.leases import LeaseKeeper
 from bot.engine.running import RunEngine
-from bot.engine.state import Deps
+from bot.engine.state import Deps, PlanTerms
 from bot.errors import UserInputError
 from bot.wiring.database import open_database as open_database  # re-exported
 from integrations.alertmanager import AlertmanagerSilences, RecordedSilences, Silences
@@ -220,6 +220,11 @@ def open_runtime(
             history=StoredGpuHistory(db),
             kernel_lookback=timedelta(hours=settings.evidence.kernel_log_lookback_hours),
             pool_label=settings.policy.pool_label,
+            plan=PlanTerms(
+                deadline=timedelta(minutes=settings.policy.drain_checkpoint_deadline_minutes),
+                poll=timedelta(seconds=settings.policy.drain_checkpoint_poll_seconds),
+                at_deadline=settings.policy.drain_at_deadline,
+            ),
         )
         leases = LeaseKeeper.configured(db, settings.work)
         engine = RunEngine(

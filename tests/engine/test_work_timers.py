@@ -11,6 +11,7 @@ worker that died is taken over by another worker once its lease expired.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from bot.clock import FakeClock, SystemClock
 from bot.config import Settings
 from bot.engine.leases import LeaseKeeper, LeaseTerms
 from bot.engine.running import RunEngine, RunOutcome
+from bot.engine.state import PlanTerms
 from bot.wiring.runtime import Runtime, open_runtime
 from storage import work as work_store
 from storage.db import session_scope
@@ -43,7 +45,7 @@ def wall_engine(
         rt.db, owner=owner, terms=TERMS, clock=FakeClock(SystemClock().now() + later)
     )
     engine = RunEngine(
-        deps=rt.deps,
+        deps=replace(rt.deps, plan=PlanTerms(deadline=timedelta(0))),  # the drain runs at once
         db=rt.db,
         checkpointer=rt.engine.checkpointer,
         catalog=rt.catalog,

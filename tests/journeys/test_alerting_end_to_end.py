@@ -26,7 +26,13 @@ from servers.alertmanager import AlertingPrometheus, alerting_stack
 from servers.oncall import TOKEN, Bot, running_bot
 from servers.prometheus import free_port, poll
 
-from bot.config import AlertmanagerSettings, ServerSettings, Settings, StorageSettings
+from bot.config import (
+    AlertmanagerSettings,
+    PolicySettings,
+    ServerSettings,
+    Settings,
+    StorageSettings,
+)
 from bot.incidents.views import incident_view
 from storage import approvals as approval_store
 from storage import incidents as incident_store
@@ -43,6 +49,9 @@ def stack(tmp_path: Path, scenario_dir: Path) -> Iterator[tuple[Bot, AlertingPro
         storage=StorageSettings(url=f"sqlite:///{tmp_path / 'oncall.db'}"),
         server=ServerSettings(token=SecretStr(TOKEN), workers=2),
         alertmanager=AlertmanagerSettings(url=f"http://127.0.0.1:{am_port}"),
+        # the approved drain runs at once: the wait for a checkpoint has its own tests
+        # (tests/actions/test_drain_after_checkpoint.py, tests/journeys/test_crash_drain_plan.py)
+        policy=PolicySettings(drain_checkpoint_deadline_minutes=0),
     )
     with (
         running_bot(settings, scenario=scenario_dir / "ecc-dbe-storm.yaml") as bot,

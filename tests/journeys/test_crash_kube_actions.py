@@ -129,6 +129,9 @@ def crash_stack(tmp_path: Path, world: World, case: str) -> Iterator[Crash]:
                 "GPU_ONCALL_KUBERNETES__KUBECONFIG": str(kubeconfig),
                 "GPU_ONCALL_KUBERNETES__IN_CLUSTER": "false",
                 "GPU_ONCALL_RUNBOOK_DIRS": json.dumps([str(books)]),
+                # kills land in the cordon and the drain, so the approved drain runs at once
+                # (the wait for a checkpoint: tests/journeys/test_crash_drain_plan.py)
+                "GPU_ONCALL_POLICY__DRAIN_CHECKPOINT_DEADLINE_MINUTES": "0",
             },
         )
         starts = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=5)

@@ -42,6 +42,7 @@ from bot.cli import journeys
 from bot.cli.terminal import Terminal
 from bot.config import (
     KubernetesSettings,
+    PolicySettings,
     PrometheusSettings,
     ServerSettings,
     Settings,
@@ -56,6 +57,10 @@ from storage import incidents as incident_store
 from storage.db import session_scope
 from tests.servers.fake_kube import TOKEN as KUBE_TOKEN
 from tests.servers.fake_kube import FakeKube, start_fake_kube
+
+NO_PLAN = PolicySettings(drain_checkpoint_deadline_minutes=0)
+"""Approved drains run at once: these journeys test the API's writes, not the drain's wait for
+a checkpoint (bot/engine/deferred.py; tests/actions/test_drain_after_checkpoint.py)."""
 
 SCENARIO = SCENARIO_DIR / "ecc-dbe-storm.yaml"
 NODE = "gpu-node-03"
@@ -109,6 +114,7 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
                 ),
                 kubernetes=KubernetesSettings(kubeconfig=kubeconfig, in_cluster=False, retries=0),
                 runbook_dirs=[books],
+                policy=NO_PLAN,
             )
             env = dict(os.environ) | {
                 "GPU_ONCALL_STORAGE__URL": settings.storage.url,
@@ -121,6 +127,7 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
                 "GPU_ONCALL_KUBERNETES__KUBECONFIG": str(kubeconfig),
                 "GPU_ONCALL_KUBERNETES__IN_CLUSTER": "false",
                 "GPU_ONCALL_RUNBOOK_DIRS": f'["{books}"]',
+                "GPU_ONCALL_POLICY__DRAIN_CHECKPOINT_DEADLINE_MINUTES": "0",  # see NO_PLAN
             }
             yield Stack(fleet, world, kube, settings, env)
     finally:
@@ -244,6 +251,7 @@ def api_runtime(tmp_path: Path) -> Iterator[tuple[Runtime, FakeKube]]:
                 in_cluster=False,
                 retries=0,
             ),
+            policy=NO_PLAN,
         )
         with open_runtime(settings, scenario_path=SCENARIO, fresh=True) as rt:
             assert rt.fleet is not None

@@ -32,7 +32,14 @@ from servers.world import World, runbook_signals, start_world
 
 from bot.cli import journeys
 from bot.cli.terminal import Terminal
-from bot.config import PrometheusSettings, ServerSettings, Settings, SlurmSettings, StorageSettings
+from bot.config import (
+    PolicySettings,
+    PrometheusSettings,
+    ServerSettings,
+    Settings,
+    SlurmSettings,
+    StorageSettings,
+)
 from bot.incidents.mttr import compute_figures
 from bot.wiring.runtime import Runtime, open_runtime
 from integrations.signals import load_signal_catalog
@@ -101,6 +108,9 @@ def stack(tmp_path: Path, slurm: SlurmServers) -> Iterator[Stack]:
                                           retries=0),
             slurm=slurm_settings(slurm),
             runbook_dirs=[books],
+            # the approved drain runs at once: on wall-clock time the wait for the job's
+            # checkpoint is a durable row (its own tests: tests/actions/test_drain_after_...)
+            policy=PolicySettings(drain_checkpoint_deadline_minutes=0),
         )
         env = slurm_env(slurm) | {
             "GPU_ONCALL_STORAGE__URL": settings.storage.url,
@@ -110,6 +120,7 @@ def stack(tmp_path: Path, slurm: SlurmServers) -> Iterator[Stack]:
             "GPU_ONCALL_PROMETHEUS__MATCH": '{"fleet": "ecc"}',
             "GPU_ONCALL_PROMETHEUS__RETRIES": "0",
             "GPU_ONCALL_RUNBOOK_DIRS": f'["{books}"]',
+            "GPU_ONCALL_POLICY__DRAIN_CHECKPOINT_DEADLINE_MINUTES": "0",
         }
         yield Stack(fleet, world, settings, env)
     finally:

@@ -27,6 +27,7 @@ from bot.actions.executing import execute_once, idempotency_key
 from bot.actions.impact import IMPACT_ACTIONS, JobReadings, read_impact
 from bot.actions.policy import Policy, approvers_of, is_expired, proposals_need_approval
 from bot.actions.types import ActionContext
+from bot.engine import deferred
 from bot.engine.expressions import ExpressionError
 from bot.engine.loading import LoadedRunbook
 from bot.engine.policies import policy_for
@@ -240,6 +241,8 @@ def make_act_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
         proposals = [item for p in proposers for item in steps.get(p, {}).get("proposals", [])]
         verdict = steps.get(localizers[0], {}) if localizers else {}
         chosen, rest = _split(proposals, decisions[0].get("only") if decisions else None)
+        chosen, waits = deferred.deferred_drains(chosen, deps.plan)  # cordon now, drain later
+        chosen = deferred.cordons_for(waits, chosen, deps) + chosen
         results = _execute(step, state, deps, verdict, chosen)
         later: list[dict[str, Any]] = []
         while rest:  # the actions not yet approved: asked again, each round its own expiry
@@ -251,14 +254,81 @@ def make_act_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
                 break
             chosen, rest = _split(rest, answer.get("only"))
             results += _execute(step, state, deps, verdict, chosen)
+        story: list[dict[str, Any]] = []
+        if waits:
+            results, story = _carry_out_plan(step, state, loaded, deps, verdict, waits, results)
         ran = [r for r in results if r["outcome"] != NOT_APPROVED]
         ok = all(r["outcome"] in ("changed", "already_done") for r in ran)
         done = {"skipped": False, "results": results, "succeeded": ok and bool(ran)}
+        if story:
+            done["plans"] = story
         if later:
             done["later_decisions"] = later
         return output(step, done | {"at": deps.clock.now().isoformat()})
 
     return act_node
+
+
+def _carry_out_plan(
+    step: Step,
+    state: RunState,
+    loaded: LoadedRunbook,
+    deps: Deps,
+    verdict: dict[str, Any],
+    waits: list[dict[str, Any]],
+    results: list[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The drains that wait for the next checkpoint (bot/engine/deferred.py), after what the
+    approval let run at once; that part is on the timeline from the plan's first wait."""
+    steps = state.get("steps", {})
+    approvers = [steps[a] for a in _steps_of(loaded, StepKind.APPROVE) if a in steps]
+    first = approvers[0] if approvers else {"actor": "policy:auto"}
+    requester = str(state.get("inputs", {}).get("requester", "bot"))
+    started = str(first.get("at") or _requested_at(steps, first))
+    policy = policy_for(deps.policy, loaded)
+
+    def ask(drains: list[dict[str, Any]], at: datetime, why: str) -> dict[str, Any]:
+        return _ask_plan(step, state, steps, policy, drains, at, why)
+
+    later, story = deferred.carry_out(
+        step_id=step.id,
+        run_id=str(state.get("run_id", "")),
+        deps=deps,
+        policy=policy,
+        runbook=loaded.name,
+        decision=dict(first) | {"requester": requester},
+        started_at=datetime.fromisoformat(started),
+        drains=waits,
+        done=results,
+        terms=deps.plan,
+        execute=lambda drains: _execute(step, state, deps, verdict, drains),
+        ask=ask,
+    )
+    if any(s.get("waited") for s in story):
+        results = [r | {"announced": True} for r in results]
+    return results + later, story
+
+
+def _ask_plan(
+    step: Step,
+    state: RunState,
+    steps: dict[str, Any],
+    policy: Policy,
+    drains: list[dict[str, Any]],
+    asked_at: datetime,
+    why: str,
+) -> dict[str, Any]:
+    """Ask again for a drain that waited (its deadline passed, or its approver no longer
+    qualifies). A replayed timer answer is not a decision: the question is asked again."""
+    expires_at = (asked_at + policy.approval_ttl).isoformat()
+    step_id = f"{step.id}.plan-{drains[0]['target']}"
+    payload = _question(step_id, state, steps, drains, asked_at, expires_at) | {
+        "why": f"the drain waited for the next checkpoint: {why}",
+    }
+    answer = interrupt(payload)
+    while isinstance(answer, Mapping) and answer.get("kind") == "timer":
+        answer = interrupt(payload)
+    return _decision(answer, expires_at)
 
 
 def incident_key(incident: str, action: str, proposal: Mapping[str, Any]) -> str:
@@ -304,21 +374,36 @@ def _ask_rest(
         str(_requested_at(steps, first))
     )
     expires_at = (asked_at + ttl).isoformat()
-    payload = {
-        "run_id": state.get("run_id"),
-        "incident": state.get("incident"),
-        "step_id": f"{step.id}.rest{len(later) + 1}",
-        "runbook": state.get("runbook"),
-        "target": state.get("target"),
-        "proposals": rest,
-        "requested_at": asked_at.isoformat(),
-        "expires_at": expires_at,
-        "requester": state.get("inputs", {}).get("requester", "bot"),
-        "policy": next((s["policy"] for s in steps.values() if "policy" in s), {}),
+    payload = _question(
+        f"{step.id}.rest{len(later) + 1}", state, steps, rest, asked_at, expires_at
+    ) | {
         "after": {"actor": previous.get("actor"), "only": previous.get("only")},
         "done": [r for r in done if r["outcome"] != NOT_APPROVED],
     }
     return _decision(interrupt(payload), expires_at)
+
+
+def _question(
+    step_id: str,
+    state: RunState,
+    steps: dict[str, Any],
+    proposals: list[dict[str, Any]],
+    asked_at: datetime,
+    expires_at: str,
+) -> dict[str, Any]:
+    """The approval payload of a question the act step asks (the rest, a waited drain)."""
+    return {
+        "run_id": state.get("run_id"),
+        "incident": state.get("incident"),
+        "step_id": step_id,
+        "runbook": state.get("runbook"),
+        "target": state.get("target"),
+        "proposals": proposals,
+        "requested_at": asked_at.isoformat(),
+        "expires_at": expires_at,
+        "requester": state.get("inputs", {}).get("requester", "bot"),
+        "policy": next((s["policy"] for s in steps.values() if "policy" in s), {}),
+    }
 
 
 def _requested_at(steps: dict[str, Any], decision: dict[str, Any]) -> str:
