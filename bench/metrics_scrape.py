@@ -7,7 +7,7 @@ some acknowledged, mitigated, failed or still open, fired_at up to an hour befor
 then `figures.rebuild` computes the buckets once (timed: what `gpu-oncall db upgrade` costs on
 such a database). Then, in this process, on the bot's own code:
 
-- **new**: `bot.serving.metrics.scrape`, exactly what `GET /metrics` runs (incidents by state, the
+- **new**: `bot.serving.exposition.scrape`, what `GET /metrics` runs (incidents by state, the
   bucket rows, rendering), p50/p99 over `--scrapes` scrapes; its two queries timed apart;
 - **old**: the handler before the buckets (`count_by_state`, `list_incidents(limit=100_000)`,
   views, `figure_histograms`, rendering), over `--old-scrapes` scrapes;
@@ -41,7 +41,7 @@ from bot.incidents import figures, lifecycle
 from bot.incidents.states import IncidentState
 from bot.incidents.views import incident_view
 from bot.intake.counters import IntakeCounters
-from bot.serving.metrics import figure_histograms, render_metrics, scrape
+from bot.serving.exposition import figure_histograms, render_metrics, scrape
 from storage import figures as figure_store
 from storage import incidents as incident_store
 from storage.db import create_schema, make_engine, session_scope

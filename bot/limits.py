@@ -63,6 +63,18 @@ SLACK_DOWNLOAD_SECONDS = 30.0
 """Longest one shared file may take to download in full (a per-read timeout alone lets a
 slow drip hold a worker)."""
 
+# -- `/metrics` (bot/serving/exposition.py) ----------------------------------------------------
+METRIC_SEVERITIES = ("critical", "error", "warning", "info")
+"""The `severity` label values `/metrics` keeps; any other severity an alert carried is counted
+under `other`, so free-form severities cannot grow the exposition (5 values at most)."""
+OTHER_SEVERITY = "other"
+
+
+def metric_severity(severity: str) -> str:
+    """`severity` as a `/metrics` label: itself when known, else `other`."""
+    return severity if severity in METRIC_SEVERITIES else OTHER_SEVERITY
+
+
 
 @dataclass(frozen=True)
 class Limit:
@@ -115,4 +127,9 @@ def documented() -> list[Limit]:
             "SLACK_DOWNLOAD_SECONDS",
         ),
         Limit("alert timestamp age", f"{ALERT_MAX_AGE.days} days", "ALERT_MAX_AGE"),
+        Limit(
+            "`severity` values on `/metrics`",
+            f"{len(METRIC_SEVERITIES) + 1} ({', '.join(METRIC_SEVERITIES)}, {OTHER_SEVERITY})",
+            "METRIC_SEVERITIES",
+        ),
     ]

@@ -1,4 +1,5 @@
-"""`GET /metrics`: the bot's own Prometheus exposition (text format 0.0.4), written by hand.
+"""`GET /metrics`: the bot's own Prometheus exposition, written by `prometheus_client` from a
+custom collector over the aggregates this project keeps.
 
 Counters of this process (alerts received, deduplicated, unroutable; webhooks by HTTP code;
 triage runs by outcome) live in `IntakeCounters`. Incident figures come from the database at
@@ -7,15 +8,27 @@ runbook, layer and severity), so every replica reports the same numbers: scrape 
 The histograms are read from `figure_buckets`, kept up to date as incidents change
 (bot/incidents/figures.py), so a scrape costs the same at 100 and at 100,000 incidents;
 `figure_histograms` computes them from the incidents instead (the test oracle and the benchmark's
-baseline).
+baseline). The bucket arithmetic (`Histogram`) is ours; `prometheus_client` only writes the text.
+
+The `severity` label is bounded (`bot.limits.metric_severity`): alerts carry free-form
+severities, and each new value would otherwise be a new series in every histogram.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from prometheus_client.registry import Collector
 from sqlalchemy.engine import Engine
 
 from bot.incidents import figures
@@ -26,12 +39,15 @@ from bot.incidents.mttr import DEFINITIONS, TimestampOrderError
 from bot.incidents.states import IncidentState
 from bot.incidents.views import IncidentView
 from bot.intake.counters import COUNTERS, IntakeCounters
+from bot.limits import metric_severity
 from storage.db import session_scope
 from storage.figures import Counts
 
 PREFIX = "gpu_oncall"
+CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 _LABELNAMES = ("runbook", "layer", "severity")
 _MICRO = timedelta(microseconds=1)
+
 
 @dataclass
 class Series:
@@ -62,65 +78,82 @@ class Histogram:
         series.buckets[index] += observations
         series.micros += micros
 
-    def render(self) -> list[str]:
-        lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} histogram"]
-        les = [_labels({"le": _num(bound)}) for bound in self.bounds] + [_labels({"le": "+Inf"})]
+    def family(self) -> HistogramMetricFamily:
+        """The histogram as `prometheus_client` writes it: cumulative buckets, sum and count."""
+        family = HistogramMetricFamily(self.name, self.help, labels=list(self.labelnames))
+        les = [_le(bound) for bound in self.bounds] + ["+Inf"]
         for labels, series in sorted(self.series.items()):
-            total = sum(series.buckets)
-            if total == 0:
+            if sum(series.buckets) == 0:
                 continue  # every incident of this label set moved to another one
-            inner = _labels(dict(zip(self.labelnames, labels, strict=True)))
-            cumulative = 0
+            cumulative, buckets = 0, []
             for le, count in zip(les, series.buckets, strict=True):
                 cumulative += count
-                lines.append(f"{self.name}_bucket{{{inner},{le}}} {cumulative}")
-            lines.append(f"{self.name}_sum{{{inner}}} {_num(series.micros / 1_000_000)}")
-            lines.append(f"{self.name}_count{{{inner}}} {total}")
-        return lines
+                buckets.append((le, float(cumulative)))
+            family.add_metric(list(labels), buckets, series.micros / 1_000_000)
+        return family
+
+
+class BotCollector(Collector):
+    """Every family `/metrics` serves, from one snapshot of the counters and the aggregates."""
+
+    def __init__(
+        self,
+        counters: IntakeCounters,
+        *,
+        by_state: Mapping[str, int],
+        histograms: Iterable[Histogram],
+    ) -> None:
+        self.counters = counters
+        self.by_state = by_state
+        self.histograms = list(histograms)
+
+    def collect(self) -> Iterator[Metric]:
+        plain, webhooks, triage = self.counters.snapshot()
+        for name, help_text in COUNTERS.items():
+            yield CounterMetricFamily(f"{PREFIX}_{name}", help_text, value=plain.get(name, 0))
+        yield _labelled(
+            CounterMetricFamily(
+                f"{PREFIX}_webhooks_total",
+                "POST /alerts requests by HTTP status code.",
+                labels=["code"],
+            ),
+            sorted(webhooks.items()),
+        )
+        yield _labelled(
+            CounterMetricFamily(
+                f"{PREFIX}_triage_runs_total",
+                "Triage runs by outcome (queued, deferred, waiting, completed, "
+                "awaiting_approval, failed, not_started).",
+                labels=["outcome"],
+            ),
+            sorted(triage.items()),
+        )
+        yield GaugeMetricFamily(
+            f"{PREFIX}_triage_queue_depth",
+            "Triage runs waiting for a worker.",
+            value=self.counters.queue_depth,
+        )
+        yield GaugeMetricFamily(
+            f"{PREFIX}_leader",
+            "1 while this process is the leader running the periodic jobs, else 0.",
+            value=self.counters.leader,
+        )
+        yield _labelled(
+            GaugeMetricFamily(f"{PREFIX}_incidents", "Incidents by state.", labels=["state"]),
+            [(s.value, self.by_state.get(s.value, 0)) for s in IncidentState],
+        )
+        for histogram in self.histograms:
+            yield histogram.family()
 
 
 def render_metrics(
     counters: IntakeCounters, *, by_state: Mapping[str, int], histograms: Iterable[Histogram]
 ) -> str:
-    """The whole exposition: process counters, incident gauges and MTTR histograms."""
-    plain, webhooks, triage = counters.snapshot()
-    lines: list[str] = []
-    for name, help_text in COUNTERS.items():
-        lines += _family(f"{PREFIX}_{name}", "counter", help_text, [({}, plain.get(name, 0))])
-    lines += _family(
-        f"{PREFIX}_webhooks_total",
-        "counter",
-        "POST /alerts requests by HTTP status code.",
-        [({"code": code}, n) for code, n in sorted(webhooks.items())],
-    )
-    lines += _family(
-        f"{PREFIX}_triage_runs_total",
-        "counter",
-        "Triage runs by outcome (queued, deferred, waiting, completed, awaiting_approval, failed, "
-        "not_started).",
-        [({"outcome": outcome}, n) for outcome, n in sorted(triage.items())],
-    )
-    lines += _family(
-        f"{PREFIX}_triage_queue_depth",
-        "gauge",
-        "Triage runs waiting for a worker.",
-        [({}, counters.queue_depth)],
-    )
-    lines += _family(
-        f"{PREFIX}_leader",
-        "gauge",
-        "1 while this process is the leader running the periodic jobs, else 0.",
-        [({}, counters.leader)],
-    )
-    lines += _family(
-        f"{PREFIX}_incidents",
-        "gauge",
-        "Incidents by state.",
-        [({"state": s.value}, by_state.get(s.value, 0)) for s in IncidentState],
-    )
-    for histogram in histograms:
-        lines += histogram.render()
-    return "\n".join(lines) + "\n"
+    """The whole exposition (text format 0.0.4): process counters, incident gauges and the
+    MTTR histograms."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(BotCollector(counters, by_state=by_state, histograms=histograms))
+    return generate_latest(registry).decode()
 
 
 def scrape(db: Engine, counters: IntakeCounters) -> str:
@@ -159,7 +192,8 @@ def counted_histograms(counts: Counts) -> list[Histogram]:
     for (figure, runbook, layer, severity, index), (n, micros) in figures.without_states(
         counts
     ).items():
-        histograms[figure].add((runbook, layer, severity), index, observations=n, micros=micros)
+        labels = (runbook, layer, metric_severity(severity))
+        histograms[figure].add(labels, index, observations=n, micros=micros)
     return list(histograms.values())
 
 
@@ -173,7 +207,7 @@ def figure_histograms(incidents: Iterable[IncidentView]) -> list[Histogram]:
             figures = view.figures()
         except TimestampOrderError:
             continue  # corrupt history is reported by the postmortem, not hidden in a bucket
-        labels = (view.runbook, view.layer or UNDIAGNOSED, view.severity)
+        labels = (view.runbook, view.layer or UNDIAGNOSED, metric_severity(view.severity))
         if view.gpu_hours_lost is not None:
             lost = timedelta(hours=view.gpu_hours_lost)  # GPU-seconds, as the buckets
             histograms[LOST_GPU_SECONDS].observe(labels, lost)
@@ -184,30 +218,14 @@ def figure_histograms(incidents: Iterable[IncidentView]) -> list[Histogram]:
     return list(histograms.values())
 
 
-def _family(
-    name: str, kind: str, help_text: str, samples: Iterable[tuple[Mapping[str, str], float]]
-) -> list[str]:
-    lines = [f"# HELP {name} {_escape_help(help_text)}", f"# TYPE {name} {kind}"]
-    return lines + [_sample(name, labels, value) for labels, value in samples]
+def _labelled(
+    family: CounterMetricFamily | GaugeMetricFamily, samples: Iterable[tuple[str, float]]
+) -> Metric:
+    for value, n in samples:
+        family.add_metric([value], n)
+    return family
 
 
-def _sample(name: str, labels: Mapping[str, str], value: float) -> str:
-    if not labels:
-        return f"{name} {_num(value)}"
-    return f"{name}{{{_labels(labels)}}} {_num(value)}"
-
-
-def _labels(labels: Mapping[str, str]) -> str:
-    return ",".join(f'{k}="{_escape_label(v)}"' for k, v in labels.items())
-
-
-def _num(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else repr(float(value))
-
-
-def _escape_label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def _escape_help(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
+def _le(bound: float) -> str:
+    """A bucket's upper bound as its `le` label (`60`, `0.5`), as before this module."""
+    return str(int(bound)) if float(bound).is_integer() else repr(float(bound))
