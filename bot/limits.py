@@ -63,6 +63,13 @@ SLACK_DOWNLOAD_SECONDS = 30.0
 """Longest one shared file may take to download in full (a per-read timeout alone lets a
 slow drip hold a worker)."""
 
+# -- Runs (bot/engine/running.py, storage/transient.py) ----------------------------------------
+STORAGE_RETRY_BACKOFF_SECONDS = (0.5, 1.0, 2.0)
+"""Pauses before each retry of a run's stream after a transient storage error (the database
+busy or locked, a serialization failure, a reset connection): 3 retries, each try waiting up to
+the SQLite busy timeout (5 s) too, so at most ~19 s, well inside the 60 s work lease that the
+heartbeat keeps alive meanwhile."""
+
 # -- `/metrics` (bot/serving/exposition.py) ----------------------------------------------------
 METRIC_SEVERITIES = ("critical", "error", "warning", "info")
 """The `severity` label values `/metrics` keeps; any other severity an alert carried is counted
@@ -73,7 +80,6 @@ OTHER_SEVERITY = "other"
 def metric_severity(severity: str) -> str:
     """`severity` as a `/metrics` label: itself when known, else `other`."""
     return severity if severity in METRIC_SEVERITIES else OTHER_SEVERITY
-
 
 
 @dataclass(frozen=True)
@@ -127,6 +133,13 @@ def documented() -> list[Limit]:
             "SLACK_DOWNLOAD_SECONDS",
         ),
         Limit("alert timestamp age", f"{ALERT_MAX_AGE.days} days", "ALERT_MAX_AGE"),
+        Limit(
+            "retries of a run after a transient storage error",
+            f"{len(STORAGE_RETRY_BACKOFF_SECONDS)}, after "
+            + ", ".join(f"{s:g}" for s in STORAGE_RETRY_BACKOFF_SECONDS)
+            + " s",
+            "STORAGE_RETRY_BACKOFF_SECONDS",
+        ),
         Limit(
             "`severity` values on `/metrics`",
             f"{len(METRIC_SEVERITIES) + 1} ({', '.join(METRIC_SEVERITIES)}, {OTHER_SEVERITY})",
