@@ -70,6 +70,11 @@ busy or locked, a serialization failure, a reset connection): 3 retries, each tr
 the SQLite busy timeout (5 s) too, so at most ~19 s, well inside the 60 s work lease that the
 heartbeat keeps alive meanwhile."""
 
+STEP_DEADLINE_SECONDS = 120.0
+"""Default for `work.step_deadline_seconds`: longest a gather step's outside call (a telemetry
+query, a cluster read) is waited for; past it the step's input is unavailable, naming runbook,
+step and deadline, and the run goes on (bot/engine/deadlines.py)."""
+
 # -- `/metrics` (bot/serving/exposition.py) ----------------------------------------------------
 METRIC_SEVERITIES = ("critical", "error", "warning", "info")
 """The `severity` label values `/metrics` keeps; any other severity an alert carried is counted
@@ -133,6 +138,11 @@ def documented() -> list[Limit]:
             "SLACK_DOWNLOAD_SECONDS",
         ),
         Limit("alert timestamp age", f"{ALERT_MAX_AGE.days} days", "ALERT_MAX_AGE"),
+        Limit(
+            "a gather step's outside call",
+            f"{STEP_DEADLINE_SECONDS:g} s",
+            "WORK__STEP_DEADLINE_SECONDS",
+        ),
         Limit(
             "retries of a run after a transient storage error",
             f"{len(STORAGE_RETRY_BACKOFF_SECONDS)}, after "

@@ -220,6 +220,7 @@ def open_runtime(
             history=StoredGpuHistory(db),
             kernel_lookback=timedelta(hours=settings.evidence.kernel_log_lookback_hours),
             pool_label=settings.policy.pool_label,
+            step_deadline=timedelta(seconds=settings.work.step_deadline_seconds),
         )
         leases = LeaseKeeper.configured(db, settings.work)
         engine = RunEngine(
