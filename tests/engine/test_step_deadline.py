@@ -20,11 +20,10 @@ from typing import Any, cast
 import pytest
 
 from bot.config import Settings
-from bot.incidents import lifecycle
 from bot.wiring.runtime import Runtime, open_runtime
 from integrations.cluster import Cluster
 from integrations.telemetry import SignalQuery, Telemetry
-from storage.db import session_scope
+from tests.engine.runbook_helpers import open_incident
 
 NODE = "gpu-node-03"
 DEADLINE = timedelta(milliseconds=300)
@@ -72,24 +71,12 @@ def test_blocked_gathers_end_unavailable_at_the_deadline_and_the_run_goes_on(rt:
         step_deadline=DEADLINE,
     )
     rt.engine.deps = rt.engine.work.deps = deps
-    now = rt.clock.now()
-    with session_scope(rt.db) as session:
-        incident = lifecycle.open_incident(
-            session,
-            runbook="ecc-storm",
-            target=NODE,
-            target_kind="node",
-            severity="critical",
-            title=f"ECC storm on {NODE}",
-            fired_at=now,
-            detected_at=now,
-            actor="alertmanager",
-        )
+    incident_id = open_incident(rt, rt.catalog.get("ecc-storm"))
     try:
         outcome = rt.engine.start(
             rt.catalog.get("ecc-storm"),
             inputs={"node": NODE},
-            incident_id=int(incident.id or 0),
+            incident_id=incident_id,
             requester="alertmanager",
         )
     finally:

@@ -21,7 +21,6 @@ import pytest
 from sqlalchemy import event
 
 from bot.config import Settings
-from bot.incidents import lifecycle
 from bot.wiring.runtime import Runtime, open_runtime
 from storage import engines
 from storage import incidents as incident_store
@@ -29,6 +28,7 @@ from storage import runs as run_store
 from storage.db import session_scope, sqlite_path
 from storage.errors import DatabaseBusyError
 from storage.transient import RetryPolicy
+from tests.engine.runbook_helpers import open_incident
 
 NODE = "gpu-node-03"
 
@@ -67,20 +67,7 @@ def runtime(
 
 
 def start_run(rt: Runtime, holder: LockHolder) -> tuple[int, Any]:
-    now = rt.clock.now()
-    with session_scope(rt.db) as session:
-        incident = lifecycle.open_incident(
-            session,
-            runbook="ecc-storm",
-            target=NODE,
-            target_kind="node",
-            severity="critical",
-            title=f"ECC storm on {NODE}",
-            fired_at=now,
-            detected_at=now,
-            actor="alertmanager",
-        )
-        incident_id = int(incident.id or 0)
+    incident_id = open_incident(rt, rt.catalog.get("ecc-storm"))
 
     def on_step(_step_id: str, _output: Mapping[str, Any]) -> None:
         holder.take()  # the step is committed; the run's next write meets the lock
