@@ -7,7 +7,10 @@ webhooks carry alerts no runbook takes, so no triage run competes for the CPU). 
 opens `--slow` connections that each declare a 9.9 MB body on a route that takes none or
 needs authentication (`/healthz`, `/slack/events`, `/incidents`, `POST /alerts` without the
 token) and drip it 64 KiB at a time, reconnecting when cut off, while `--rate` webhooks/s are
-posted with the token for `--seconds`. RSS is sampled every 0.5 s from /proc.
+posted with the token for `--seconds`. RSS is sampled every 0.5 s from /proc; after the burst,
+the time until RSS is back to 1.2x idle is reported, and the load average before and after
+(the load generator shares the machine's cores with `serve`: its own scheduling delay is in
+the latencies).
 
     python bench/serve_load.py --slow 500 --rate 200 --seconds 60 --settle 30
 """
@@ -37,6 +40,8 @@ from servers.prometheus import free_port
 TOKEN = "bench-token"
 DECLARED = 9_900_000
 ROUTES = ("GET /healthz", "POST /slack/events", "GET /incidents", "POST /alerts")
+GOAL_AFTER_OVER_IDLE = 1.2
+"""Goal: RSS back to at most this times the idle figure within `--settle` seconds."""
 
 
 def serve_child(port: int, db_url: str) -> None:
@@ -172,6 +177,7 @@ async def webhooks(url: str, *, rate: int, seconds: float) -> dict[str, Any]:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
+    load_before = Path("/proc/loadavg").read_text().split()[:3]  # the machine is shared
     with child() as (url, pid, db):
         port = int(url.rsplit(":", 1)[1])
         await asyncio.sleep(2)
@@ -193,10 +199,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         hooks = await webhooks(url, rate=args.rate, seconds=args.seconds)
         stop.set()
         await asyncio.wait([sampler, *slow], timeout=15)
+        burst_end = time.monotonic()
         after = [rss_mb(pid)]
+        settled_at: float | None = None
         for _ in range(int(args.settle * 2)):
             await asyncio.sleep(0.5)
             after.append(rss_mb(pid))
+            if settled_at is None and after[-1] <= GOAL_AFTER_OVER_IDLE * idle:
+                settled_at = time.monotonic() - burst_end
         stored = sqlite3.connect(db).execute("SELECT count(*) FROM received_alerts").fetchone()[0]
     return {
         "machine": machine(),
@@ -208,6 +218,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "peak_rss_mb": round(max(samples + after), 1),
         "rss_after_settle_mb": round(after[-1], 1),
         "after_over_idle": round(after[-1] / idle, 2),
+        "back_to_goal_within_s": None if settled_at is None else round(settled_at, 1),
+        "load_before": load_before,
+        "load_after": Path("/proc/loadavg").read_text().split()[:3],
         "slow_requests_answered": dict(cut),
         "webhooks": hooks,
         "stored_alerts": stored,

@@ -21,6 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bot.limits import STEP_DEADLINE_SECONDS
+
 
 class SettingsGroup(BaseModel):
     """Base of every settings group: each field's attribute docstring is its documentation,
@@ -288,9 +290,7 @@ class KubernetesSettings(SettingsGroup):
     the bot's bursts are short: one drain evicts a node's pods)."""
     burst: int = Field(default=40, ge=1)
     """Requests allowed at once above `qps` before the limiter waits."""
-    marker_prefix: str = Field(
-        default="gpu-oncall.io", pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
-    )
+    marker_prefix: str = Field(default="gpu-oncall.io", pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
     """DNS prefix of the annotations the bot writes on nodes it cordons or taints
     (`<prefix>/cordoned-by`, `/cordon-reason`, `/incident`, `/tainted-by`...;
     docs/operations.md)."""
@@ -346,6 +346,10 @@ class WorkSettings(SettingsGroup):
     `failed` with the reason on the timeline."""
     worker_id: str | None = None
     """This process's name on its leases. Unset: `host:pid:random`, unique per process."""
+    step_deadline_seconds: float = Field(default=STEP_DEADLINE_SECONDS, gt=0)
+    """Longest a gather step's outside call (a telemetry query, a cluster read) is waited for;
+    past it the step's input is unavailable, the message naming runbook, step and deadline,
+    and the run goes on (docs/limits.md)."""
 
 
 class SimSettings(SettingsGroup):

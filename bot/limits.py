@@ -63,6 +63,29 @@ SLACK_DOWNLOAD_SECONDS = 30.0
 """Longest one shared file may take to download in full (a per-read timeout alone lets a
 slow drip hold a worker)."""
 
+# -- Runs (bot/engine/running.py, storage/transient.py) ----------------------------------------
+STORAGE_RETRY_BACKOFF_SECONDS = (0.5, 1.0, 2.0)
+"""Pauses before each retry of a run's stream after a transient storage error (the database
+busy or locked, a serialization failure, a reset connection): 3 retries, each try waiting up to
+the SQLite busy timeout (5 s) too, so at most ~19 s, well inside the 60 s work lease that the
+heartbeat keeps alive meanwhile."""
+
+STEP_DEADLINE_SECONDS = 120.0
+"""Default for `work.step_deadline_seconds`: longest a gather step's outside call (a telemetry
+query, a cluster read) is waited for; past it the step's input is unavailable, naming runbook,
+step and deadline, and the run goes on (bot/engine/deadlines.py)."""
+
+# -- `/metrics` (bot/serving/exposition.py) ----------------------------------------------------
+METRIC_SEVERITIES = ("critical", "error", "warning", "info")
+"""The `severity` label values `/metrics` keeps; any other severity an alert carried is counted
+under `other`, so free-form severities cannot grow the exposition (5 values at most)."""
+OTHER_SEVERITY = "other"
+
+
+def metric_severity(severity: str) -> str:
+    """`severity` as a `/metrics` label: itself when known, else `other`."""
+    return severity if severity in METRIC_SEVERITIES else OTHER_SEVERITY
+
 
 @dataclass(frozen=True)
 class Limit:
@@ -115,4 +138,21 @@ def documented() -> list[Limit]:
             "SLACK_DOWNLOAD_SECONDS",
         ),
         Limit("alert timestamp age", f"{ALERT_MAX_AGE.days} days", "ALERT_MAX_AGE"),
+        Limit(
+            "a gather step's outside call",
+            f"{STEP_DEADLINE_SECONDS:g} s",
+            "WORK__STEP_DEADLINE_SECONDS",
+        ),
+        Limit(
+            "retries of a run after a transient storage error",
+            f"{len(STORAGE_RETRY_BACKOFF_SECONDS)}, after "
+            + ", ".join(f"{s:g}" for s in STORAGE_RETRY_BACKOFF_SECONDS)
+            + " s",
+            "STORAGE_RETRY_BACKOFF_SECONDS",
+        ),
+        Limit(
+            "`severity` values on `/metrics`",
+            f"{len(METRIC_SEVERITIES) + 1} ({', '.join(METRIC_SEVERITIES)}, {OTHER_SEVERITY})",
+            "METRIC_SEVERITIES",
+        ),
     ]

@@ -45,12 +45,14 @@ from bot.engine.targets import check_node_exists
 from bot.engine.working import WorkQueue
 from bot.errors import NotFound, RunStateError, StepError, UserInputError
 from bot.incidents import lifecycle
-from bot.incidents.timeline import EventKind
+from bot.incidents.timeline import BOT, EventKind
+from bot.limits import STORAGE_RETRY_BACKOFF_SECONDS
 from storage import approvals as approval_store
 from storage import incidents as incident_store
 from storage import runs as run_store
 from storage.db import session_scope
 from storage.errors import ApprovalNotPendingError
+from storage.transient import RetryPolicy, retry_transient
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +63,6 @@ DURABILITY = "sync"
 write when the stream stops) would save ~10 ms per triage run at 1,024 nodes
 (docs/performance.md), but a run taken over after a crash (`continue_run`) would then start
 again from its beginning instead of from its last finished super-step."""
-
 
 
 class RunEngine:
@@ -91,6 +92,8 @@ class RunEngine:
         (a CLI command: the person watches the run; its work row's lease, kept alive while it
         waits, makes a kill safe) or leaves each as a durable `timer` work row that the
         scheduler resumes when due (`serve`: no thread ever waits for a verification)."""
+        self.storage_retry = RetryPolicy(STORAGE_RETRY_BACKOFF_SECONDS)
+        """How a run retries transient storage errors (bot/limits.py; tests shorten it)."""
         self._compiled: dict[str, Any] = {}
         executors.share()  # one thread pool for every run's steps, not one per stream
 
@@ -328,7 +331,10 @@ class RunEngine:
             except ApprovalNotPendingError as exc:
                 raise RunStateError(str(exc)) from exc
             answer: dict[str, Any] = {
-                "decision": decision, "actor": actor, "at": now.isoformat(), "reason": reason
+                "decision": decision,
+                "actor": actor,
+                "at": now.isoformat(),
+                "reason": reason,
             }
             if only and decision == "approve":
                 answer["only"] = sorted({str(p["action"]) for p in chosen})
@@ -507,40 +513,52 @@ class RunEngine:
         "updates" chunks bring the steps as they complete; a "values" chunk follows each
         super-step. The approval is recorded only after the stream has stopped, when its
         checkpoint is written.
+
+        A transient storage error (the database busy or locked, a serialization failure, a
+        reset connection: storage/transient.py) does not fail the run: the stream starts again
+        from the run's last checkpoint after a pause, at most `STORAGE_RETRIES` times (bot/
+        limits.py) while this worker's lease is kept alive, and the timeline says so. Any other
+        error, or the last transient one, fails the run.
         """
         app = self._app(loaded)
         config = {"configurable": {"thread_id": run_id}}
-        interrupts: list[Interrupt] = []
         pending: list[StepDone] = []  # completed in the current super-step, not yet recorded
+        first_input, started_at = graph_input, _checkpoint_id(app, config, graph_input)
+
+        def resume_after(retry: int, exc: BaseException) -> None:
+            """What the next try streams: the checkpointed steps the timeline lacks are
+            recorded, then the graph goes on from its last checkpoint."""
+            nonlocal graph_input
+            pending.clear()  # re-run, or recorded below from the checkpoint
+            snapshot = app.get_state(config)
+            if snapshot.values:
+                steps = dict(snapshot.values.get("steps", {}))
+                seen.update(self._catch_up(loaded, run_id, incident_id, steps))
+            moved = snapshot.values and (
+                started_at is None or _checkpoint_id(app, config, first_input) != started_at
+            )
+            graph_input = None if moved else first_input
+            self._note(
+                incident_id,
+                run_id,
+                f"Storage was busy during run {run_id[:8]} ({_one_line(exc)}); retry {retry} "
+                f"of {self.storage_retry.retries} from its last checkpoint",
+            )
+
+        def once() -> list[Interrupt]:
+            return self._stream_once(
+                loaded, run_id, incident_id, graph_input, on_step, seen, pending
+            )
+
         try:
-            for mode, chunk in app.stream(
-                graph_input,
-                config,
-                context=self.deps,
-                stream_mode=["updates", "values"],
-                durability=DURABILITY,
-            ):
-                if mode == "values":
-                    done, pending = pending, []
-                    self._record(done, on_step)
-                    steps = chunk.get("steps", {})
-                    snapshot_verdicts(deps=self.deps, db=self.db, done=done, steps=steps)
-                    continue
-                for node, value in chunk.items():
-                    if node == "__interrupt__":
-                        interrupts.extend(value)
-                        continue
-                    at = self.deps.clock.now()
-                    for step_id, output in (value or {}).get("steps", {}).items():
-                        if step_id not in seen:  # a resumed super-step replays saved writes
-                            seen.add(step_id)
-                            pending.append(
-                                StepDone(incident_id, run_id, loaded, step_id, output, at)
-                            )
-            done, pending = pending, []
-            asks = [i for i in interrupts if not _is_timer(i.value)]
-            requested = (incident_id, run_id, dict(asks[0].value)) if asks else None
-            self._record(done, on_step, approval=requested)
+            return retry_transient(
+                once,
+                self.storage_retry,
+                what=f"run {run_id[:8]} of {loaded.name} on INC-{incident_id}",
+                on_retry=lambda retry, exc: retry_transient(
+                    lambda: resume_after(retry, exc), self.storage_retry, what=f"run {run_id[:8]}"
+                ),
+            )
         except Exception as exc:  # boundary: record, then re-raise
             ref = uuid.uuid4().hex[:6]
             logger.exception(
@@ -558,6 +576,61 @@ class RunEngine:
             reason = f"Run of '{loaded.name}' failed{why}"
             self.work.fail_incident(incident_id, reason, run_id=run_id)
             raise
+
+    def _note(self, incident_id: int, run_id: str, text: str) -> None:
+        with session_scope(self.db) as session:
+            lifecycle.record(
+                session,
+                incident_id=incident_id,
+                kind=EventKind.NOTE,
+                at=self.deps.clock.now(),
+                actor=BOT,
+                summary=text,
+                run_id=run_id,
+            )
+
+    def _stream_once(
+        self,
+        loaded: LoadedRunbook,
+        run_id: str,
+        incident_id: int,
+        graph_input: Any,
+        on_step: StepCallback | None,
+        seen: set[str],
+        pending: list[StepDone],
+    ) -> list[Interrupt]:
+        """One stream of the graph (see `_stream`); `pending` holds the steps of the current
+        super-step not yet recorded, for the caller to record if this raises."""
+        config = {"configurable": {"thread_id": run_id}}
+        interrupts: list[Interrupt] = []
+        for mode, chunk in self._app(loaded).stream(
+            graph_input,
+            config,
+            context=self.deps,
+            stream_mode=["updates", "values"],
+            durability=DURABILITY,
+        ):
+            if mode == "values":
+                done = list(pending)
+                pending.clear()
+                self._record(done, on_step)
+                steps = chunk.get("steps", {})
+                snapshot_verdicts(deps=self.deps, db=self.db, done=done, steps=steps)
+                continue
+            for node, value in chunk.items():
+                if node == "__interrupt__":
+                    interrupts.extend(value)
+                    continue
+                at = self.deps.clock.now()
+                for step_id, output in (value or {}).get("steps", {}).items():
+                    if step_id not in seen:  # a resumed super-step replays saved writes
+                        seen.add(step_id)
+                        pending.append(StepDone(incident_id, run_id, loaded, step_id, output, at))
+        done = list(pending)
+        pending.clear()
+        asks = [i for i in interrupts if not _is_timer(i.value)]
+        requested = (incident_id, run_id, dict(asks[0].value)) if asks else None
+        self._record(done, on_step, approval=requested)
         return interrupts
 
     def _finished(
@@ -674,3 +747,17 @@ def _decided_state(decision: str, *, expired: bool) -> str:
     if expired:
         return "expired"
     return "approved" if decision == "approve" else "rejected"
+
+
+def _checkpoint_id(app: Any, config: Mapping[str, Any], graph_input: Any) -> str | None:
+    """The run's latest checkpoint id when `graph_input` answers an interrupt (a retry must
+    send the answer again unless the run moved past it); None otherwise (no read)."""
+    if not isinstance(graph_input, Command):
+        return None
+    snapshot = app.get_state(config)
+    return str((snapshot.config or {}).get("configurable", {}).get("checkpoint_id") or "")
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

@@ -14,6 +14,7 @@ from bot.actions.types import ActionRegistry
 from bot.clock import Clock
 from bot.diagnosis.history import GpuHistory
 from bot.diagnosis.logs import LogCatalog
+from bot.limits import STEP_DEADLINE_SECONDS
 from integrations.alertmanager import Silences
 from integrations.cluster import Cluster
 from integrations.signals import SignalCatalog
@@ -73,6 +74,9 @@ class Deps:
     (setting `policy.pool_label`, the same label the safety limits count pools by)."""
     plan: PlanTerms = field(default_factory=PlanTerms)
     """How a drain the impact advises to defer waits for the next checkpoint."""
+    step_deadline: timedelta = timedelta(seconds=STEP_DEADLINE_SECONDS)
+    """Longest a gather step's outside call is waited for (bot.engine.deadlines; setting
+    `work.step_deadline_seconds`)."""
 
 
 def step_context(state: RunState) -> dict[str, Any]:

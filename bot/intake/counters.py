@@ -1,6 +1,6 @@
 """Counters of this process: alerts received, deduplicated, unroutable and storm members;
 webhooks by HTTP code; triage runs by outcome. Webhook handlers and triage workers add to them;
-`/metrics` (bot/serving/metrics.py) exposes them."""
+`/metrics` (bot/serving/exposition.py) exposes them."""
 
 from __future__ import annotations
 

@@ -34,9 +34,9 @@ from bot.intake.storms import StormPolicy
 from bot.intake.webhooks import WebhookIntake, one_line
 from bot.limits import SLACK_BODY_BYTES
 from bot.serving.exchange import Head, Reply, Request
+from bot.serving.exposition import scrape
 from bot.serving.front import Admission, FrontLimits, Guard, Refusal
 from bot.serving.listening import HttpServer, Tuning
-from bot.serving.metrics import scrape
 from bot.serving.pages import PREFIX, IncidentPages, is_page
 from bot.serving.wsgi import WSGIApp, call_wsgi
 from bot.wiring.runtime import Runtime

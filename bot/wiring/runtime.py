@@ -225,6 +225,7 @@ def open_runtime(
                 poll=timedelta(seconds=settings.policy.drain_checkpoint_poll_seconds),
                 at_deadline=settings.policy.drain_at_deadline,
             ),
+            step_deadline=timedelta(seconds=settings.work.step_deadline_seconds),
         )
         leases = LeaseKeeper.configured(db, settings.work)
         engine = RunEngine(

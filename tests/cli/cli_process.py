@@ -18,7 +18,7 @@ from pathlib import Path
 
 from bot.config import Settings, StorageSettings
 from bot.intake.counters import IntakeCounters
-from bot.serving.metrics import scrape
+from bot.serving.exposition import scrape
 from bot.wiring.database import open_database
 
 

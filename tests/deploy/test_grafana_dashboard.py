@@ -4,7 +4,7 @@ that Prometheus really parses.
 Covers: the file is a dashboard (title, uid, panels with targets, the runbook and layer
 variables); every `gpu_oncall_*` series named in a panel or a variable is a family of the bot's
 exposition (a histogram's `_bucket`/`_sum`/`_count` included), rendered by
-`bot.serving.metrics.scrape` on a real database; every expression, with Grafana's variables given
+`bot.serving.exposition.scrape` on a real database; every expression, with Grafana's variables given
 values, passes Debian's
 `promtool check rules` as a recording rule (a missing binary fails, never skips); every figure
 of docs/mttr.md has a p50 and a p90 panel; GPU-hours are shown as GPU-seconds / 3600.

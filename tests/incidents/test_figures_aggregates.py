@@ -32,7 +32,7 @@ from bot.incidents.opening import OpenRequest, open_or_attach_many
 from bot.incidents.states import IncidentState
 from bot.incidents.views import incident_view
 from bot.intake.counters import IntakeCounters
-from bot.serving.metrics import counted_histograms, figure_histograms, render_metrics
+from bot.serving.exposition import counted_histograms, figure_histograms, render_metrics
 from storage import incidents as store
 from storage.db import create_schema, make_engine, session_scope
 from storage.errors import IncidentAlreadyOpenError

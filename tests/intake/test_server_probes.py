@@ -15,6 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from servers.oncall import Bot, alert, running_bot, webhook
 from servers.prometheus import require_binary
 
@@ -78,21 +79,25 @@ def test_metrics_count_alerts_incidents_and_figures(bot: Bot, tmp_path: Path) ->
     assert response.status_code == 200
     assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
     text = response.text
-    for line in [
-        "gpu_oncall_alerts_received_total 4",
-        "gpu_oncall_alerts_deduplicated_total 1",
-        "gpu_oncall_alerts_unroutable_total 1",
-        'gpu_oncall_webhooks_total{code="200"} 3',
-        'gpu_oncall_webhooks_total{code="400"} 1',
-        'gpu_oncall_triage_runs_total{outcome="awaiting_approval"} 1',
-        'gpu_oncall_incidents{state="resolved"} 1',
-        'gpu_oncall_incidents{state="open"} 0',
-        'gpu_oncall_mttr_seconds_count{runbook="ecc-storm",layer="gpu_hardware",'
-        'severity="critical"} 1',
-        'gpu_oncall_time_to_diagnosis_seconds_count{runbook="ecc-storm",layer="gpu_hardware",'
-        'severity="critical"} 1',
+    samples = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+    figure = (("layer", "gpu_hardware"), ("runbook", "ecc-storm"), ("severity", "critical"))
+    for name, labels, value in [
+        ("gpu_oncall_alerts_received_total", (), 4),
+        ("gpu_oncall_alerts_deduplicated_total", (), 1),
+        ("gpu_oncall_alerts_unroutable_total", (), 1),
+        ("gpu_oncall_webhooks_total", (("code", "200"),), 3),
+        ("gpu_oncall_webhooks_total", (("code", "400"),), 1),
+        ("gpu_oncall_triage_runs_total", (("outcome", "awaiting_approval"),), 1),
+        ("gpu_oncall_incidents", (("state", "resolved"),), 1),
+        ("gpu_oncall_incidents", (("state", "open"),), 0),
+        ("gpu_oncall_mttr_seconds_count", figure, 1),
+        ("gpu_oncall_time_to_diagnosis_seconds_count", figure, 1),
     ]:
-        assert line in text.splitlines(), line
+        assert samples.get((name, labels)) == value, (name, labels)
     exposition = tmp_path / "metrics.txt"
     exposition.write_text(text)
     with exposition.open() as stdin:

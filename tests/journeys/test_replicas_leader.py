@@ -38,7 +38,7 @@ FAST_JOBS = {
     "GPU_ONCALL_WORK__HEARTBEAT_SECONDS": "0.3",
     "GPU_ONCALL_POLICY__APPROVAL_TTL_MINUTES": "0.05",  # 3 s
 }
-GAUGE = re.compile(r"^gpu_oncall_leader (\d+)$", re.MULTILINE)
+GAUGE = re.compile(r"^gpu_oncall_leader (\d+)(?:\.0)?$", re.MULTILINE)
 
 
 # -- in process -----------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from langgraph.runtime import Runtime
 
 from bot.diagnosis.logs import classify_text
 from bot.diagnosis.spread import OUTLIER_RATIO, find_outliers, label_spread, median
+from bot.engine.deadlines import StepDeadlineExceeded, within_deadline
 from bot.engine.loading import LoadedRunbook
 from bot.engine.schema import Step
 from bot.engine.state import Deps, RunState
@@ -181,14 +182,16 @@ def make_signal_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
         query = SignalQuery(signal=signal, nodes=tuple(nodes), window=window, workload=workload)
         held = Freshened(result=SignalResult(signal=signal), stale=(), within="")
         try:
-            result = runtime.context.telemetry.read(query)
-            held = drop_held_values(  # a held gauge counts only if it changed (steps.freshness)
-                result,
-                telemetry=runtime.context.telemetry,
-                signals=runtime.context.signals,
-                now=runtime.context.clock.now(),
+            held = within_deadline(
+                lambda: _read_fresh(runtime.context, query),
+                deadline=runtime.context.step_deadline,
+                runbook=loaded.name,
+                step=step.id,
             )
             result, error, backend = held.result, None, None
+        except StepDeadlineExceeded as exc:  # a step's deadline: its input is unavailable
+            result = SignalResult(signal=signal, missing_nodes=tuple(nodes), queries=1)
+            error, backend = str(exc), "telemetry"
         except TelemetryUnavailable as exc:
             result = SignalResult(signal=signal, missing_nodes=tuple(nodes), queries=1)
             error = f"telemetry unavailable: {exc}"
@@ -213,6 +216,14 @@ def make_signal_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
     return signal_node
 
 
+def _read_fresh(deps: Deps, query: SignalQuery) -> Freshened:
+    """The signal's samples, held gauges that did not change dropped (steps.freshness)."""
+    result = deps.telemetry.read(query)
+    return drop_held_values(
+        result, telemetry=deps.telemetry, signals=deps.signals, now=deps.clock.now()
+    )
+
+
 def make_cluster_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
     readers: dict[str, Callable[[Deps, list[str], RunState], dict[str, Any]]] = {
         "node": _read_node,
@@ -227,11 +238,18 @@ def make_cluster_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
     def cluster_node(state: RunState, runtime: Runtime[Deps]) -> dict[str, Any]:
         nodes = target_nodes(loaded, step, state)
         try:
-            found = reader(runtime.context, nodes, state)
+            found = within_deadline(
+                lambda: reader(runtime.context, nodes, state),
+                deadline=runtime.context.step_deadline,
+                runbook=loaded.name,
+                step=step.id,
+            )
         except NodeNotFound:
             raise  # bad input, not a gap
         except ClusterError as exc:  # a gap, like a silent signal (steps.cluster_gaps)
             found = unavailable_read(read, exc)
+        except StepDeadlineExceeded as exc:  # the same gap, named by the deadline
+            found = {"unavailable": "cluster", "missing": True, "error": str(exc)}
         return output(step, {"read": step.cluster, "nodes": nodes, **found})
 
     return cluster_node
