@@ -128,7 +128,7 @@ def documented() -> list[Limit]:
             "CEL result size", f"{EXPRESSION_OUTPUT_CHARS:,} characters", "EXPRESSION_OUTPUT_CHARS"
         ),
         Limit(
-            "Jinja output / render time",
+            "Jinja output / render CPU time",
             f"{TEMPLATE_OUTPUT_CHARS:,} characters / {TEMPLATE_SECONDS:g} s",
             "TEMPLATE_OUTPUT_CHARS",
         ),
