@@ -322,6 +322,11 @@ class SlurmSettings(SettingsGroup):
     `timeouts.http_seconds` (scontrol: four times that)."""
     retries: int = Field(default=3, ge=0, le=10)
     """Retries after a connection error or HTTP 429/502/503/504, with exponential backoff."""
+    agent_script: Path = Path("/etc/gpu-oncall/node-agent.sh")
+    """The batch script `gpu_reset` runs on the node with `agent.mode: job` on Slurm
+    (deploy/slurm/node-agent.sh); read at start-up."""
+    agent_environment: dict[str, str] = Field(default_factory=dict)
+    """Extra environment of the agent's batch job (e.g. `GPU_ONCALL_NVIDIA_SMI`)."""
 
 
 class WorkSettings(SettingsGroup):

@@ -270,8 +270,8 @@ class SlurmCluster:
         meta = manifest.get("metadata") or {}
         check_job_name(str(meta.get("name", "")))
         raise ClusterError(
-            "the node agent's Kubernetes Job variant has no Slurm meaning; on Slurm use "
-            "agent.mode=http (docs/slurm.md)"
+            "the node agent's Kubernetes Job variant has no Slurm meaning; on Slurm "
+            "agent.mode=job runs a Slurm batch job (integrations/slurm/agent.py, docs/slurm.md)"
         )
 
     def read_job(self, name: str, namespace: str) -> JobRun:
