@@ -61,6 +61,60 @@ SCRIPT_FILE = "deploy/slurm/node-agent.sh"
 
 
 @dataclass(frozen=True)
+class JobSpec:
+    """What the reset job is, whatever the REST version."""
+
+    name: str
+    node: str
+    partition: str
+    comment: str
+    minutes: int
+    environment: Mapping[str, str]
+
+
+def submit_body(version: str, script: str, spec: JobSpec) -> dict[str, Any]:
+    """The `POST job/submit` body in the served version's shape. v0.0.37/38 (Slurm 22.05,
+    tested on the real daemons): `{"script", "job": {...}}` with an environment mapping, minutes
+    as a number and no node list (the reservation is the node list). v0.0.40-42 (Slurm 24.11,
+    from slurmrestd's published OpenAPI; no 24.11 daemon here): the script inside `job`, the
+    environment as `K=V` strings, `time_limit` as `{set, infinite, number}`, `required_nodes`,
+    and `shared: ["none"]` for exclusive."""
+    common: dict[str, Any] = {
+        "name": spec.name,
+        "comment": spec.comment,
+        "partition": spec.partition,
+        "reservation": spec.name,
+        "requeue": False,
+        "current_working_directory": "/tmp",
+        "standard_output": "/dev/null",
+    }
+    if int(version.rsplit(".", 1)[1]) < 40:
+        job = common | {
+            "nodes": [1, 1],
+            "exclusive": "exclusive",
+            "time_limit": spec.minutes,
+            "environment": dict(spec.environment),
+        }
+        return {"script": script, "job": job}
+    job = common | {
+        "script": script,
+        "required_nodes": [spec.node],
+        "minimum_nodes": 1,
+        "maximum_nodes": 1,
+        "shared": ["none"],
+        "time_limit": {"set": True, "infinite": False, "number": spec.minutes},
+        "environment": [f"{k}={v}" for k, v in spec.environment.items()],
+    }
+    return {"job": job}
+
+
+def _comment(job: Mapping[str, Any]) -> str:
+    """A job's comment: a string (22.05) or `{administrator, job, system}` (24.11)."""
+    comment = job.get("comment")
+    return str(comment.get("job") or "") if isinstance(comment, Mapping) else str(comment or "")
+
+
+@dataclass(frozen=True)
 class Held:
     """The reservation the agent holds and the drain reason it gives back."""
 
@@ -160,23 +214,15 @@ class SlurmNodeAgent:
                 "GPU_ONCALL_GPU": request.gpu or "",
             }
         )
-        body: dict[str, Any] = {
-            "script": self.script,
-            "job": {
-                "name": name,
-                "comment": request.idempotency_key,
-                "nodes": [1, 1],
-                "partition": partition,
-                "exclusive": "exclusive",
-                "reservation": name,
-                "requeue": False,
-                "time_limit": max(1, math.ceil(self.timeout / 60)),
-                "current_working_directory": "/tmp",
-                "standard_output": "/dev/null",
-                "environment": env,
-            },
-        }
-        # v0.0.38 has no node list in job properties: the reservation holds this node alone.
+        spec = JobSpec(
+            name=name,
+            node=node,
+            partition=partition,
+            comment=request.idempotency_key,
+            minutes=max(1, math.ceil(self.timeout / 60)),
+            environment=env,
+        )
+        body = submit_body(self.cluster.rest.api.version, self.script, spec)
         answer = self.cluster.rest.slurm("POST", "job/submit", what=f"submit {name}", json=body)
         job_id = answer.get("job_id")
         if job_id is None:
@@ -186,7 +232,7 @@ class SlurmNodeAgent:
     def _find_job(self, name: str, key: str) -> dict[str, Any] | None:
         """The job of this request, by name and comment (the idempotency key); newest first."""
         jobs = self.cluster.rest.slurm("GET", "jobs", what="list jobs").get("jobs") or []
-        mine = [dict(j) for j in jobs if j.get("name") == name and j.get("comment") == key]
+        mine = [dict(j) for j in jobs if j.get("name") == name and _comment(j) == key]
         return max(mine, key=lambda j: int(j.get("job_id", 0)), default=None)
 
     def _responding(self, node: str, deadline: float) -> dict[str, Any] | None:
