@@ -466,7 +466,7 @@ def start_slurm() -> Iterator[SlurmServers]:
     reap_stale()
     workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
     workdir.chmod(0o755)
-    (workdir / OWNER_FILE).write_text(json.dumps(_identity(os.getpid())))
+    (workdir / OWNER_FILE).write_text(json.dumps(identity(os.getpid())))
     servers = SlurmServers(workdir)
     stopped = False
 
@@ -505,7 +505,7 @@ def _stop_on_sigterm() -> Callable[[], None]:
     return restore
 
 
-def _identity(pid: int) -> dict[str, int | str]:
+def identity(pid: int) -> dict[str, int | str]:
     """A process's pid and start time (field 22 of /proc/PID/stat): a reused pid differs."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -524,7 +524,7 @@ def reap_stale(tmp: Path | None = None) -> list[Path]:
             recorded = json.loads(owner.read_text())
         except (OSError, ValueError):
             continue
-        if _identity(int(recorded.get("pid", 0))) == recorded:
+        if identity(int(recorded.get("pid", 0))) == recorded:
             continue  # its session is still running
         reap_cluster(owner.parent / "slurm.conf")
         shutil.rmtree(owner.parent, ignore_errors=True)
