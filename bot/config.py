@@ -310,7 +310,8 @@ class SlurmSettings(SettingsGroup):
     drain_mode: Literal["requeue", "cancel"] = "requeue"
     """What `drain` does to the jobs on a node after draining it: `requeue` (jobs that allow it
     restart elsewhere from their checkpoint; `--no-requeue` jobs are reported blocked) or
-    `cancel`."""
+    `cancel`. A drain step's `on_no_requeue` param (block | cancel) overrides it for
+    `--no-requeue` jobs (docs/slurm.md)."""
     reason_prefix: str = Field(default="gpu-oncall:", min_length=2)
     """Start of every drain reason the bot writes; only drains whose reason starts with it are
     the bot's (LBNL NHC uses `NHC:`)."""
@@ -357,8 +358,9 @@ class AgentSettings(SettingsGroup):
 
     mode: Literal["http", "job", "none"] | None = None
     """`http`: POST to `url`; `job`: run a privileged Kubernetes Job from `job_template` on the
-    node (on the simulated fleet it completes at once); `none`: open a ticket. Unset: `http`
-    when `url` is set, else `none`."""
+    node (on the simulated fleet it completes at once; with `cluster: slurm`, a Slurm batch job
+    from `slurm.agent_script` and `scontrol reboot`, docs/slurm.md); `none`: open a ticket.
+    Unset: `http` when `url` is set, else `none`."""
     job_template: str = "/etc/gpu-oncall/node-agent/job-template.yaml"
     """The batch/v1 Job template for `mode: job` (deploy/kubernetes/node-agent/job-template.yaml,
     mounted from the ConfigMap gpu-oncall-node-agent); checked at start-up."""
