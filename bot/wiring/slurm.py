@@ -8,8 +8,14 @@ import httpx
 
 from bot.config import Settings
 from bot.errors import UserInputError
-from integrations.slurm import Labelling, Scontrol, SlurmCluster, SlurmRest
-from integrations.slurm.agent import SCRIPT_FILE, SlurmNodeAgent
+from integrations.slurm import (
+    SCRIPT_FILE,
+    Labelling,
+    Scontrol,
+    SlurmCluster,
+    SlurmNodeAgent,
+    SlurmRest,
+)
 
 
 def make_slurm_cluster(settings: Settings) -> SlurmCluster:
