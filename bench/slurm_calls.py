@@ -9,7 +9,12 @@ the `cordon` action (act-time read, ownership claim in the node comment, DRAIN t
 `scontrol requeue`); between runs the job is resubmitted and the node resumed (not timed).
 Counted: REST requests to slurmrestd and scontrol processes.
 
-    python bench/slurm_calls.py --runs 30
+The node agent (`--agent-runs`, fewer: each waits for Slurm): `gpu_reset` on a node the bot
+drained (reservation, drain lifted, the shipped script as a batch job run to completion, drain
+given back) and `reboot` (the same hold, `scontrol reboot ASAP`, the fixture's RebootProgram
+restarting that node's slurmd, drain given back), each from request to answer.
+
+    python bench/slurm_calls.py --runs 30 --agent-runs 5
 """
 
 from __future__ import annotations
@@ -29,7 +34,9 @@ from common import ROOT, machine, percentile
 sys.path.insert(0, str(ROOT))  # tests.servers.slurm, tests.actions.action_helpers
 
 from bot.actions.registry import default_registry  # noqa: E402
+from integrations.node_agent import AgentRequest  # noqa: E402
 from integrations.slurm import Labelling, Scontrol, SlurmCluster, SlurmRest  # noqa: E402
+from integrations.slurm.agent import SlurmNodeAgent  # noqa: E402
 from tests.actions.action_helpers import action_context  # noqa: E402
 from tests.servers.slurm import SlurmServers, start_slurm  # noqa: E402
 
@@ -91,20 +98,51 @@ def removals(
             total = (total[0] + row[0], total[1] + row[1], total[2] + row[2])
         steps["removal"].append(total)
         servers.reset()
+    return {name: summary(rows) for name, rows in steps.items()}
+
+
+def summary(rows: list[tuple[float, int, int]]) -> dict[str, float]:
+    """p50/p99 of (ms, REST, scontrol) rows, and the mean calls per row."""
     return {
-        name: {
-            "p50_ms": round(percentile([r[0] for r in rows], 0.50), 1),
-            "p99_ms": round(percentile([r[0] for r in rows], 0.99), 1),
-            "rest_per_call": sum(r[1] for r in rows) / len(rows),
-            "scontrol_per_call": sum(r[2] for r in rows) / len(rows),
-        }
-        for name, rows in steps.items()
+        "p50_ms": round(percentile([r[0] for r in rows], 0.50), 1),
+        "p99_ms": round(percentile([r[0] for r in rows], 0.99), 1),
+        "rest_per_call": sum(r[1] for r in rows) / len(rows),
+        "scontrol_per_call": sum(r[2] for r in rows) / len(rows),
     }
+
+
+def agent_requests(
+    servers: SlurmServers, cluster: SlurmCluster, runs: int
+) -> dict[str, dict[str, float]]:
+    """One gpu_reset and one reboot per run on a node the bot drained, request to answer."""
+    smi = servers.workdir / "nvidia-smi"
+    smi.write_text("#!/bin/bash\ntrue\n")
+    smi.chmod(0o755)
+    script = (ROOT / "deploy" / "slurm" / "node-agent.sh").read_text()
+    env = {"GPU_ONCALL_NVIDIA_SMI": str(smi)}
+    agent = SlurmNodeAgent(cluster, script=script, timeout_seconds=120, environment=env,
+                           poll_seconds=0.1, poll_cap_seconds=0.5)  # fmt: skip
+    rows: dict[str, list[tuple[float, int, int]]] = {"agent gpu_reset": [], "agent reboot": []}
+    for i in range(runs):
+        for action in ("gpu_reset", "reboot"):
+            cluster.annotate(REMOVED, {"gpu-oncall.io/cordon-reason": f"INC-{i}: XID 79"})
+            cluster.cordon(REMOVED)
+            rest, cli = cluster.rest.calls, cluster.scontrol.calls
+            start = time.perf_counter()
+            answer = agent.request(AgentRequest(REMOVED, action, f"INC-{i}/{action}", gpu="5"))
+            took = (time.perf_counter() - start) * 1000
+            assert answer.outcome == "changed", answer
+            rows[f"agent {action}"].append(
+                (took, cluster.rest.calls - rest, cluster.scontrol.calls - cli)
+            )
+            servers.reset()
+    return {name: summary(got) for name, got in rows.items()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--agent-runs", type=int, default=5)
     parser.add_argument("--json", type=Path, help="write the figures here too")
     args = parser.parse_args()
     rows: dict[str, dict[str, float]] = {}
@@ -119,6 +157,7 @@ def main() -> None:
             rows[name] = measure(cluster, call, args.runs)
         servers.reset()
         rows |= {f"action {k}": v for k, v in removals(servers, cluster, args.runs).items()}
+        rows |= agent_requests(servers, cluster, args.agent_runs)
         cluster.close()
     print(f"{'call':<24} {'p50 ms':>8} {'p99 ms':>8} {'REST':>6} {'scontrol':>9}")
     for name, row in rows.items():

@@ -318,7 +318,8 @@ class SlurmSettings(SettingsGroup):
     drain_mode: Literal["requeue", "cancel"] = "requeue"
     """What `drain` does to the jobs on a node after draining it: `requeue` (jobs that allow it
     restart elsewhere from their checkpoint; `--no-requeue` jobs are reported blocked) or
-    `cancel`."""
+    `cancel`. A drain step's `on_no_requeue` param (block | cancel) overrides it for
+    `--no-requeue` jobs (docs/slurm.md)."""
     reason_prefix: str = Field(default="gpu-oncall:", min_length=2)
     """Start of every drain reason the bot writes; only drains whose reason starts with it are
     the bot's (LBNL NHC uses `NHC:`)."""
@@ -330,6 +331,11 @@ class SlurmSettings(SettingsGroup):
     `timeouts.http_seconds` (scontrol: four times that)."""
     retries: int = Field(default=3, ge=0, le=10)
     """Retries after a connection error or HTTP 429/502/503/504, with exponential backoff."""
+    agent_script: Path = Path("/etc/gpu-oncall/node-agent.sh")
+    """The batch script `gpu_reset` runs on the node with `agent.mode: job` on Slurm
+    (deploy/slurm/node-agent.sh); read at start-up."""
+    agent_environment: dict[str, str] = Field(default_factory=dict)
+    """Extra environment of the agent's batch job (e.g. `GPU_ONCALL_NVIDIA_SMI`)."""
 
 
 class WorkSettings(SettingsGroup):
@@ -364,8 +370,9 @@ class AgentSettings(SettingsGroup):
 
     mode: Literal["http", "job", "none"] | None = None
     """`http`: POST to `url`; `job`: run a privileged Kubernetes Job from `job_template` on the
-    node (on the simulated fleet it completes at once); `none`: open a ticket. Unset: `http`
-    when `url` is set, else `none`."""
+    node (on the simulated fleet it completes at once; with `cluster: slurm`, a Slurm batch job
+    from `slurm.agent_script` and `scontrol reboot`, docs/slurm.md); `none`: open a ticket.
+    Unset: `http` when `url` is set, else `none`."""
     job_template: str = "/etc/gpu-oncall/node-agent/job-template.yaml"
     """The batch/v1 Job template for `mode: job` (deploy/kubernetes/node-agent/job-template.yaml,
     mounted from the ConfigMap gpu-oncall-node-agent); checked at start-up."""

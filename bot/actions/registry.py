@@ -19,6 +19,7 @@ from bot.actions.coexistence import (
     refusal,
     uncordon_refusal,
 )
+from bot.actions.job_requeue import drain_node
 from bot.actions.node_agent import node_agent_actions
 from bot.actions.policy import Risk
 from bot.actions.silences import silence
@@ -68,7 +69,7 @@ def node_actions(markers: Markers) -> list[ActionSpec]:
             _cordon_owned(ctx, node.name, markers, reason=_reason(ctx, params))
         else:
             _mark_claimed_cordon_done(ctx, node, markers)
-        report = ctx.cluster.drain(node.name, grace=grace)
+        report = drain_node(ctx.cluster, node.name, grace=grace, params=params)
         drained = _drained(node.name, report)
         drained.data["gpus"] = node.gpu_capacity  # GPU-hours out of service (incidents/gpu_hours)
         return drained

@@ -82,6 +82,18 @@ class Proposal(_Strict):
     params: dict[str, Any] = Field(default_factory=dict)
     reason: str = ""
 
+    @model_validator(mode="after")
+    def _known_param_values(self) -> Proposal:
+        """Params with a fixed set of values: `on_no_requeue` (drain: what happens to a Slurm
+        job that does not allow requeue; bot/actions/job_requeue.py)."""
+        value = self.params.get("on_no_requeue")
+        if value is not None and value not in ("block", "cancel"):
+            raise ValueError(
+                f"params.on_no_requeue must be block or cancel (found {value!r}): what a drain "
+                "does to a job that does not allow requeue"
+            )
+        return self
+
 
 class VerifySpec(_Strict):
     signal: str

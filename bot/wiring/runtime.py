@@ -117,9 +117,9 @@ def make_node_agent(settings: Settings) -> NodeAgent | None:
     if mode == "none":
         return None
     if mode == "job" and settings.cluster == "slurm":
-        raise UserInputError(
-            "agent.mode=job runs a Kubernetes Job; on Slurm use agent.mode=http (docs/slurm.md)"
-        )
+        from bot.wiring.slurm import make_slurm_node_agent
+
+        return make_slurm_node_agent(settings)
     if mode == "job":
         from integrations.node_jobs import JobNodeAgent, JobTemplateError, load_job_template
 

@@ -8,7 +8,14 @@ import httpx
 
 from bot.config import Settings
 from bot.errors import UserInputError
-from integrations.slurm import Labelling, Scontrol, SlurmCluster, SlurmRest
+from integrations.slurm import (
+    SCRIPT_FILE,
+    Labelling,
+    Scontrol,
+    SlurmCluster,
+    SlurmNodeAgent,
+    SlurmRest,
+)
 
 
 def make_slurm_cluster(settings: Settings) -> SlurmCluster:
@@ -32,3 +39,25 @@ def make_slurm_cluster(settings: Settings) -> SlurmCluster:
         markers_prefix=settings.kubernetes.marker_prefix,
     )
     return SlurmCluster(rest, scontrol, labelling=labelling, drain_mode=s.drain_mode)
+
+
+def make_slurm_node_agent(settings: Settings) -> SlurmNodeAgent:
+    """`agent.mode: job` on Slurm: `gpu_reset` as a batch job from `slurm.agent_script`,
+    `reboot` as `scontrol reboot` (docs/slurm.md "Node agent"). Its own SlurmCluster (the
+    same settings), so the action's cluster stays the port's."""
+    where = f"slurm.agent_script (GPU_ONCALL_SLURM__AGENT_SCRIPT, shipped as {SCRIPT_FILE})"
+    try:
+        script = settings.slurm.agent_script.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UserInputError(
+            f"{where}: cannot read {settings.slurm.agent_script}: {exc.strerror}"
+        ) from exc
+    try:
+        return SlurmNodeAgent(
+            make_slurm_cluster(settings),
+            script=script,
+            timeout_seconds=settings.agent.timeout_seconds,
+            environment=settings.slurm.agent_environment,
+        )
+    except ValueError as exc:
+        raise UserInputError(f"{where}: {exc}") from exc

@@ -67,6 +67,7 @@ from integrations.slurm.scontrol import JobGone, Scontrol
 
 logger = logging.getLogger(__name__)
 DrainMode = Literal["requeue", "cancel"]
+NoRequeue = Literal["block", "cancel"]
 ON_NODE = frozenset({"RUNNING", "SUSPENDED", "CONFIGURING", "COMPLETING", "STOPPED"})
 #: Job states a cancel still changes (COMPLETING is already ending: cancelling it is a no-op).
 CANCELLABLE = frozenset({"RUNNING", "SUSPENDED", "CONFIGURING", "STOPPED", "PENDING", "REQUEUED"})
@@ -81,6 +82,9 @@ class TaintUnsupported(ClusterError):
 
 class SlurmCluster:
     """The Cluster port over slurmrestd and scontrol."""
+
+    requeues_jobs = True
+    """Jobs carry a requeue flag: `drain` takes the runbook's `on_no_requeue`."""
 
     def __init__(
         self,
@@ -195,26 +199,31 @@ class SlurmCluster:
         self._set_state(str(raw["name"]), "RESUME")
         return Outcome.CHANGED
 
-    def drain(self, node: str, *, grace: timedelta) -> DrainReport:
-        """Cordon, then requeue (or cancel) each job on the node. In `requeue` mode a job
-        submitted with `--no-requeue` is left running and reported in `blocked`. `grace` is
-        Slurm's to apply: a requeue or cancel sends SIGTERM, then SIGKILL after `KillWait`."""
+    def drain(
+        self, node: str, *, grace: timedelta, on_no_requeue: NoRequeue | None = None
+    ) -> DrainReport:
+        """Cordon, then requeue (or cancel) each job on the node. `on_no_requeue` (the drain
+        action's runbook param) says what happens to a job submitted with `--no-requeue`:
+        `block` leaves it running and reports it in `blocked`, `cancel` cancels it; jobs that
+        allow requeue are requeued either way. Without it, `drain_mode` (the setting) decides:
+        `requeue` is `block`, `cancel` cancels every job. `grace` is Slurm's to apply: a requeue
+        or cancel sends SIGTERM, then SIGKILL after `KillWait`."""
         self.cordon(node)
         done: list[str] = []
         blocked: list[str] = []
         reasons: dict[str, str] = {}
         for job in self.pods_on(node):
             key = f"{job.namespace}/{job.name}"
-            if self.drain_mode == "requeue" and job.labels.get(JOB_REQUEUE) != "true":
+            action = _job_action(
+                job.labels.get(JOB_REQUEUE) == "true", self.drain_mode, on_no_requeue
+            )
+            if action == "block":
                 blocked.append(job.name)
                 reasons[key] = "job does not allow requeue (--no-requeue): cancel it or wait"
                 continue
-            changed = (
-                self._requeue(job.name) if self.drain_mode == "requeue" else self._cancel(job.name)
-            )
-            if changed:
+            if self._requeue(job.name) if action == "requeue" else self._cancel(job.name):
                 done.append(job.name)
-                reasons[key] = "requeued" if self.drain_mode == "requeue" else "cancelled"
+                reasons[key] = "requeued" if action == "requeue" else "cancelled"
         outcome = Outcome.CHANGED if done else Outcome.ALREADY_DONE
         return DrainReport(outcome, tuple(done), (), tuple(blocked), reasons)
 
@@ -261,8 +270,8 @@ class SlurmCluster:
         meta = manifest.get("metadata") or {}
         check_job_name(str(meta.get("name", "")))
         raise ClusterError(
-            "the node agent's Kubernetes Job variant has no Slurm meaning; on Slurm use "
-            "agent.mode=http (docs/slurm.md)"
+            "the node agent's Kubernetes Job variant has no Slurm meaning; on Slurm "
+            "agent.mode=job runs a Slurm batch job (integrations/slurm/agent.py, docs/slurm.md)"
         )
 
     def read_job(self, name: str, namespace: str) -> JobRun:
@@ -277,6 +286,20 @@ class SlurmCluster:
             Permission(p.verb, p.resource, p.group, p.subresource, None, "see slurm check")
             for p in needed
         ]
+
+    # --- for the Slurm node agent (integrations/slurm/agent.py) ------------------------------
+
+    def record(self, node: str) -> dict[str, Any]:
+        """The node as slurmrestd answers it (NodeNotFound for an unknown node)."""
+        return self._read_node(check_node_name(node))
+
+    def drain_reason(self, raw: Mapping[str, Any]) -> str:
+        """The reason the bot writes when it drains this node (from its markers)."""
+        return self._reason(raw)
+
+    def cancel_job(self, job: str) -> bool:
+        """Cancel one job; False when it had already ended."""
+        return self._cancel(job)
 
     # --- internals -------------------------------------------------------------------------
 
@@ -364,7 +387,9 @@ class SlurmCluster:
         a job already cancelled, so the read is what makes a repeat ALREADY_DONE)."""
         try:
             body = self.rest.slurm(
-                "GET", f"job/{job}", what=f"read job {job}",
+                "GET",
+                f"job/{job}",
+                what=f"read job {job}",
                 missing=lambda: PodNotFound(job, "slurm"),
             )
             states = {job_state(raw) for raw in body.get("jobs") or []}
@@ -379,3 +404,15 @@ class SlurmCluster:
         except PodNotFound:
             return False
         return True
+
+
+def _job_action(
+    requeueable: bool, mode: DrainMode, on_no_requeue: NoRequeue | None
+) -> Literal["requeue", "cancel", "block"]:
+    """What a drain does to one job: the runbook's `on_no_requeue` when given, else the
+    `drain_mode` setting."""
+    if on_no_requeue is None:
+        if mode == "cancel":
+            return "cancel"
+        return "requeue" if requeueable else "block"
+    return "requeue" if requeueable else on_no_requeue

@@ -7,19 +7,27 @@ nodes x 8 GPUs, each slurmd on its own loopback port) and slurmrestd with JWT au
 unprivileged `nobody`. `CommunicationParameters=NoInAddrAny,NoCtldInAddrAny` keeps every daemon
 on loopback; timers are short so a killed slurmd's node goes DOWN in well under a minute.
 Stopping cancels the jobs, waits (bounded) for them to end, then stops only the PIDs it
-started. A missing binary fails the test naming the package (tools/setup/slurm.sh installs
+started, then every process still carrying this cluster's `SLURM_CONF` (slurmstepd and job
+steps, which slurmd forks into their own sessions). Each daemon starts in its own session, so a
+Ctrl-C or SIGTERM to pytest's process group reaches pytest alone, whose SIGTERM handler and
+atexit hook stop the cluster. When pytest is SIGKILLed instead, `owner.json` in the cluster's
+directory names the dead owner, and the next session reaps that cluster (`reap_stale`) before
+starting its own; clusters whose owner is alive (another session's) are left alone. A missing
+binary fails the test naming the package (tools/setup/slurm.sh installs
 them); nothing is ever skipped. The tests run as root (munged, slurmd and mknod need it).
 """
 
 from __future__ import annotations
 
+import atexit
+import json
 import os
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,8 +46,32 @@ PARTITIONS = {"train": NODES[:12], "infer": NODES[12:]}
 RACKS = {"rack-00": NODES[:8], "rack-01": NODES[8:]}
 REST_VERSIONS = ("v0.0.38", "v0.0.37")
 REST_USER = "nobody"
+WORKDIR_PREFIX = "gpu-oncall-slurm-"
+OWNER_FILE = "owner.json"
 #: Slurm daemons take longer than Prometheus: node registration and slurmrestd's plugin loading.
 WAIT_SECONDS = 60.0
+
+
+#: The cluster's RebootProgram: a node "reboots" by its slurmd restarting with `-b` (report
+#: the node rebooted), which is what slurmctld waits for after `scontrol reboot`. Run by the
+#: node's slurmd, it finds that slurmd among its ancestors, then, detached, stops it and starts
+#: a new one with the same environment (so `reap_cluster` still finds it). Every reboot is
+#: logged to log/reboots.
+FAKE_REBOOT = """#!/bin/bash
+pid=$PPID
+while [ "$pid" -gt 1 ]; do
+  args=$(tr '\\0' ' ' < /proc/$pid/cmdline)
+  case "$args" in *slurmd*" -N "*) break ;; esac
+  pid=$(awk '{{print $4}}' /proc/$pid/stat)
+done
+node=$(echo "$args" | sed -E 's/.* -N ([^ ]+).*/\\1/')
+echo "$(date +%s) $node" >> {work}/log/reboots
+setsid bash -c "sleep 1; kill $pid; \\
+  while [ -e /proc/$pid ] && ! grep -q ') Z' /proc/$pid/stat; do sleep 0.1; done; \\
+  exec env SLURM_CONF={work}/slurm.conf {slurmd} -D -b -N $node -f {work}/slurm.conf \\
+  >> {work}/log/slurmd.$node.out 2>&1" \\
+  < /dev/null > /dev/null 2>&1 &
+"""
 
 
 def slurm_binary(name: str) -> str:
@@ -178,6 +210,10 @@ class SlurmServers:
             if "drain" in state or "down" in state:
                 self.run("scontrol", "update", f"nodename={node}", "state=resume", check=False)
         self.run("scontrol", "update", f"nodename={','.join(NODES)}", "comment=", check=False)
+        for line in self.run("scontrol", "-o", "show", "reservation", check=False).splitlines():
+            name = line.partition("ReservationName=")[2].split(" ", 1)[0]
+            if name:
+                self.run("scontrol", "delete", f"reservationname={name}", check=False)
         poll(self._all_idle, what="every node idle", seconds=WAIT_SECONDS)
 
     def kill_slurmd(self, node: str) -> None:
@@ -199,8 +235,11 @@ class SlurmServers:
         self._start_slurmctld()
         for node in NODES:
             self.start_slurmd(node)
-        poll(self._all_idle, what=f"16 idle nodes (logs: {self.workdir / 'log'})",
-             seconds=WAIT_SECONDS)
+        poll(
+            self._all_idle,
+            what=f"16 idle nodes (logs: {self.workdir / 'log'})",
+            seconds=WAIT_SECONDS,
+        )
         self._start_slurmrestd()
         return self
 
@@ -227,6 +266,7 @@ class SlurmServers:
                 process.terminate()
         for process in processes:
             stop_process(process)
+        reap_cluster(self.conf)
 
     def _write_config(self) -> None:
         work = self.workdir
@@ -249,6 +289,9 @@ class SlurmServers:
             f"File={work}/dev/nvidia[0-{GPUS_PER_NODE - 1}]\n"
         )
         (work / "cgroup.conf").write_text("CgroupPlugin=cgroup/v1\nIgnoreSystemd=yes\n")
+        reboot = work / "reboot"
+        reboot.write_text(FAKE_REBOOT.format(work=work, slurmd=slurm_binary("slurmd")))
+        reboot.chmod(0o755)
 
     def _slurm_conf(self) -> str:
         work = self.workdir
@@ -291,6 +334,8 @@ class SlurmServers:
             "JobRequeue=1",
             "SlurmctldDebug=info",
             "SlurmdDebug=info",
+            f"RebootProgram={work}/reboot",
+            "ResumeTimeout=30",
         ]
         port = self.slurmd_base
         for rack, nodes in RACKS.items():
@@ -311,7 +356,9 @@ class SlurmServers:
     def _spawn(self, argv: Sequence[str], name: str) -> subprocess.Popen[bytes]:
         log = (self.workdir / "log" / f"{name}.out").open("wb")
         with log:
-            return subprocess.Popen(argv, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+            return subprocess.Popen(
+                argv, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
 
     def _start_munged(self) -> None:
         munge = self.workdir / "munge"
@@ -413,12 +460,95 @@ def make_slurm_cluster(
 @contextmanager
 def start_slurm() -> Iterator[SlurmServers]:
     """A cluster for the duration of the block. Its directory is world-readable (slurmrestd
-    runs as `nobody` and reads slurm.conf), so it lives outside pytest's 0700 tmp_path."""
-    workdir = Path(tempfile.mkdtemp(prefix="gpu-oncall-slurm-"))
+    runs as `nobody` and reads slurm.conf), so it lives outside pytest's 0700 tmp_path. Stale
+    clusters of killed sessions are reaped first; this one is stopped on exit, on SIGTERM, and
+    at interpreter exit, whichever comes first."""
+    reap_stale()
+    workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
     workdir.chmod(0o755)
+    (workdir / OWNER_FILE).write_text(json.dumps(identity(os.getpid())))
     servers = SlurmServers(workdir)
+    stopped = False
+
+    def stop() -> None:
+        nonlocal stopped
+        if not stopped:
+            stopped = True
+            servers.stop()
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    atexit.register(stop)
+    restore = _stop_on_sigterm()
     try:
         yield servers.start()
     finally:
-        servers.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+        stop()
+        atexit.unregister(stop)
+        restore()
+
+
+def _stop_on_sigterm() -> Callable[[], None]:
+    """Turn SIGTERM (`timeout`, a CI runner) into KeyboardInterrupt so the `finally` that stops
+    the cluster runs; a handler someone else installed is kept. Returns the undo."""
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous is not signal.SIG_DFL:
+        return lambda: None
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, previous)
+
+    return restore
+
+
+def identity(pid: int) -> dict[str, int | str]:
+    """A process's pid and start time (field 22 of /proc/PID/stat): a reused pid differs."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return {"pid": pid, "started": ""}
+    return {"pid": pid, "started": stat.rsplit(")", 1)[1].split()[19]}
+
+
+def reap_stale(tmp: Path | None = None) -> list[Path]:
+    """Stop the clusters whose owning pytest has died (its `owner.json` names a pid that is gone
+    or reused) and delete their directories. A directory without `owner.json` is not ours to
+    judge and is left alone. Returns the directories reaped."""
+    reaped = []
+    for owner in sorted(Path(tmp or tempfile.gettempdir()).glob(f"{WORKDIR_PREFIX}*/{OWNER_FILE}")):
+        try:
+            recorded = json.loads(owner.read_text())
+        except (OSError, ValueError):
+            continue
+        if identity(int(recorded.get("pid", 0))) == recorded:
+            continue  # its session is still running
+        reap_cluster(owner.parent / "slurm.conf")
+        shutil.rmtree(owner.parent, ignore_errors=True)
+        reaped.append(owner.parent)
+    return reaped
+
+
+def reap_cluster(conf: Path) -> list[int]:
+    """SIGKILL every process whose environment has `SLURM_CONF=<conf>`: the fixture starts
+    every daemon and job with it, and slurmd passes it on to slurmstepd and the job's steps, so
+    this finds exactly one cluster's processes and nothing else. Returns the pids killed."""
+    wanted = f"SLURM_CONF={conf}".encode()
+    killed = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if wanted in environ:
+            try:
+                os.kill(int(proc.name), signal.SIGKILL)
+            except OSError:
+                continue
+            killed.append(int(proc.name))
+    return killed

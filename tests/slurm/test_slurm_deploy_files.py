@@ -5,7 +5,8 @@ that file.
 Covers: every `GPU_ONCALL_*` variable in gpu-oncall.env names a real setting (pydantic-settings
 ignores unknown ones silently, so a typo would otherwise go unnoticed); loading the file gives
 cluster=slurm with a secret token; the unit's ExecStartPre/ExecStart/EnvironmentFile lines;
-the Kubernetes Job node agent refused at start-up on Slurm, with the alternative.
+`agent.mode: job` on Slurm builds the Slurm batch-job agent from the shipped script, and an
+unreadable or shebang-less script stops start-up naming the setting.
 """
 
 from __future__ import annotations
@@ -61,11 +62,22 @@ def test_the_unit_checks_the_cluster_before_serving_and_never_sets_slurm_jwt() -
     assert not any(line.startswith("Environment=SLURM_JWT") for line in unit)
 
 
-def test_the_kubernetes_job_agent_is_refused_on_slurm_at_start_up() -> None:
-    from bot.config import AgentSettings
+def test_agent_mode_job_on_slurm_is_the_slurm_agent_with_the_shipped_script(
+    tmp_path: Path,
+) -> None:
+    from bot.config import AgentSettings, SlurmSettings
     from bot.errors import UserInputError
     from bot.wiring.runtime import make_node_agent
+    from integrations.slurm.agent import SlurmNodeAgent
 
-    settings = Settings(cluster="slurm", agent=AgentSettings(mode="job"))
-    with pytest.raises(UserInputError, match="on Slurm use agent.mode=http"):
-        make_node_agent(settings)
+    def settings(script: Path) -> Settings:
+        slurm = SlurmSettings(token="t", agent_script=script)  # type: ignore[arg-type]
+        return Settings(cluster="slurm", agent=AgentSettings(mode="job"), slurm=slurm)
+
+    agent = make_node_agent(settings(DEPLOY / "node-agent.sh"))
+    assert isinstance(agent, SlurmNodeAgent) and agent.script.startswith("#!/bin/bash")
+    with pytest.raises(UserInputError, match=r"slurm.agent_script .*cannot read"):
+        make_node_agent(settings(tmp_path / "missing.sh"))
+    (tmp_path / "plain.sh").write_text("nvidia-smi -r\n")
+    with pytest.raises(UserInputError, match="must start with '#!'"):
+        make_node_agent(settings(tmp_path / "plain.sh"))
