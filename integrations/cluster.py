@@ -72,6 +72,10 @@ class DrainReport:
     skipped: tuple[str, ...] = ()
     blocked: tuple[str, ...] = ()
     reasons: dict[str, str] = field(default_factory=dict)  # "ns/pod" -> why it was not evicted
+    moved_as: str = "pod(s) evicted"
+    """How the backend words what `evicted` holds (Slurm: jobs requeued or cancelled)."""
+    blocked_as: str = "blocked by a PodDisruptionBudget"
+    """How the backend words what `blocked` holds."""
 
 
 @dataclass(frozen=True)

@@ -169,9 +169,9 @@ def _owner(ctx: ActionContext) -> dict[str, Any]:
 def _drained(node: str, report: DrainReport) -> ActionResult:
     if report.outcome is Outcome.ALREADY_DONE:
         return ActionResult(report.outcome.value, f"{node} already drained")
-    detail = f"{node} drained: {len(report.evicted)} pod(s) evicted"
+    detail = f"{node} drained: {len(report.evicted)} {report.moved_as}"
     if report.blocked:
-        detail += f", {len(report.blocked)} blocked by a PodDisruptionBudget"
+        detail += f", {len(report.blocked)} {report.blocked_as}"
     data = {
         "evicted": list(report.evicted),
         "skipped": list(report.skipped),

@@ -225,7 +225,12 @@ class SlurmCluster:
                 done.append(job.name)
                 reasons[key] = "requeued" if action == "requeue" else "cancelled"
         outcome = Outcome.CHANGED if done else Outcome.ALREADY_DONE
-        return DrainReport(outcome, tuple(done), (), tuple(blocked), reasons)
+        ways = sorted(set(reasons.values()) & {"requeued", "cancelled"})
+        return DrainReport(
+            outcome, tuple(done), (), tuple(blocked), reasons,
+            moved_as=f"job(s) {' or '.join(ways or ['requeued'])}",
+            blocked_as="left running (submitted with --no-requeue)",
+        )  # fmt: skip
 
     def delete_pod(self, pod: str, namespace: str, *, grace: timedelta) -> Outcome:
         """Cancel the job (ALREADY_DONE when it has ended or is unknown); `namespace` is its

@@ -170,7 +170,7 @@ def test_ecc_storm_alert_to_drain_and_requeue_on_slurm(
         events = _events(bot.rt, incident.id)
         details = [e.summary for e in events if e.kind == "action_succeeded"]
         assert any(f"{NODE} cordoned" in d for d in details)
-        assert any(f"{NODE} drained: 1 pod(s) evicted" in d for d in details), details
+        assert any(f"{NODE} drained: 1 job(s) requeued" in d for d in details), details
         verified = [e.kind for e in events if e.kind.startswith("verification")]
         assert verified == ["verification_passed"]
 

@@ -57,6 +57,7 @@ def test_cancel_requeues_what_allows_it_and_cancels_the_rest(
         f"train/{requeueable}": "requeued",
         f"train/{pinned}": "cancelled",
     }
+    assert result["detail"] == f"{NODE} drained: 2 job(s) cancelled or requeued"
     poll(lambda: slurm.job_state(requeueable) == "PENDING", what=f"{requeueable} requeued")
     poll(lambda: gone(slurm, pinned), what=f"{pinned} cancelled")
 
@@ -67,6 +68,9 @@ def test_block_wins_over_the_cancel_setting(slurm: SlurmServers) -> None:
         requeueable, pinned = two_jobs(slurm)
         result = drain(cluster, on_no_requeue="block")
         assert result["data"]["evicted"] == [requeueable] and result["data"]["blocked"] == [pinned]
+        assert result["detail"] == (  # Slurm's words, never a PodDisruptionBudget
+            f"{NODE} drained: 1 job(s) requeued, 1 left running (submitted with --no-requeue)"
+        )
         poll(lambda: slurm.job_state(requeueable) == "PENDING", what=f"{requeueable} requeued")
         assert slurm.job_state(pinned) == "RUNNING"
     finally:
