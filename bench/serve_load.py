@@ -6,8 +6,10 @@ The bot runs in a child process over a fresh SQLite database (a simulated 16-nod
 webhooks carry alerts no runbook takes, so no triage run competes for the CPU). This process
 opens `--slow` connections that each declare a 9.9 MB body on a route that takes none or
 needs authentication (`/healthz`, `/slack/events`, `/incidents`, `POST /alerts` without the
-token) and drip it 64 KiB at a time, reconnecting when cut off, while `--rate` webhooks/s are
-posted with the token for `--seconds`. RSS is sampled every 0.5 s from /proc; after the burst,
+token) and drip it 16 KiB a second, reconnecting when cut off, while `--rate` webhooks/s are
+posted with the token for `--seconds`. The slow connections come from a second load process
+(one process could not drive both: the first full-size run stalled), the webhooks and the RSS
+sampling from this one. RSS is sampled every 0.5 s from /proc; after the burst,
 the time until RSS is back to 1.2x idle is reported, and the load average before and after
 (the load generator shares the machine's cores with `serve`: its own scheduling delay is in
 the latencies).
@@ -139,6 +141,20 @@ async def slow_client(port: int, stop: asyncio.Event, cut: Counter[str]) -> None
         await asyncio.sleep(args_pause)
 
 
+def slow_child(port: int, count: int, seconds: float) -> None:
+    """The slow connections for `seconds`, then their answers as JSON on stdout."""
+
+    async def drive() -> dict[str, int]:
+        stop, cut = asyncio.Event(), Counter[str]()
+        clients = [asyncio.create_task(slow_client(port, stop, cut)) for _ in range(count)]
+        await asyncio.sleep(seconds)
+        stop.set()
+        await asyncio.wait(clients, timeout=15)
+        return dict(cut)
+
+    print(json.dumps(asyncio.run(drive())), flush=True)
+
+
 async def webhooks(url: str, *, rate: int, seconds: float) -> dict[str, Any]:
     starts = datetime.now(UTC) - timedelta(minutes=5)
     latencies: list[float] = []
@@ -189,16 +205,22 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             while not stop.is_set():
                 samples.append(rss_mb(pid))
                 if len(samples) % 10 == 0:  # progress on stderr every 5 s
-                    print(f"{len(samples) / 2:.0f}s rss={samples[-1]:.0f}MB slow={dict(cut)}",
+                    print(f"{len(samples) / 2:.0f}s rss={samples[-1]:.0f}MB",
                           file=sys.stderr, flush=True)
                 await asyncio.sleep(0.5)
 
-        cut: Counter[str] = Counter()
         sampler = asyncio.create_task(sample())
-        slow = [asyncio.create_task(slow_client(port, stop, cut)) for _ in range(args.slow)]
+        slow = subprocess.Popen(
+            [sys.executable, __file__, "--slow-child", str(port), str(args.slow),
+             str(args.seconds)],
+            stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        await asyncio.sleep(min(5.0, args.seconds / 4))  # the slow connections open first
         hooks = await webhooks(url, rate=args.rate, seconds=args.seconds)
+        out, _ = await asyncio.to_thread(slow.communicate, timeout=120)
+        cut = json.loads(out.strip().splitlines()[-1]) if out.strip() else {"no report": 1}
         stop.set()
-        await asyncio.wait([sampler, *slow], timeout=15)
+        await asyncio.wait([sampler], timeout=5)
         burst_end = time.monotonic()
         after = [rss_mb(pid)]
         settled_at: float | None = None
@@ -221,7 +243,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "back_to_goal_within_s": None if settled_at is None else round(settled_at, 1),
         "load_before": load_before,
         "load_after": Path("/proc/loadavg").read_text().split()[:3],
-        "slow_requests_answered": dict(cut),
+        "slow_requests_answered": cut,
         "webhooks": hooks,
         "stored_alerts": stored,
         "lost": hooks["statuses"].get("200", 0) - stored,
@@ -231,6 +253,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--serve-child":
         serve_child(int(sys.argv[2]), sys.argv[3])
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "--slow-child":
+        slow_child(int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]))
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--slow", type=int, default=500)

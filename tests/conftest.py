@@ -4,6 +4,7 @@ one throw-away Slurm cluster per session for the tests that need one."""
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,6 +19,12 @@ from tests.servers.slurm import SlurmServers, start_slurm
 if TYPE_CHECKING:
     from tests.servers.kube_apiserver import ControlPlane
     from tests.servers.kube_real_world import RealKube
+
+# A suite started in the background of a non-interactive shell (`make test &`) inherits SIGINT
+# ignored, and so would every process it starts; the tests stop `sim serve` and `approve` with
+# Ctrl-C's signal as a person would, so the processes they start get the default handling.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture

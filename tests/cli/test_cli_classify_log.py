@@ -65,7 +65,7 @@ def test_a_healthy_output_is_recognised_not_unknown() -> None:
     done = classify("-", "--json", stdin="Remapped Rows\n    Pending : No\n" + table)
     found = json.loads(done.stdout)
     assert (found["layer"], found["status"]) == (None, "healthy")
-    assert found["formats_recognised"] == ["nvidia-smi -q"]
+    assert found["formats_recognised"] == ["nvidia-smi", "nvidia-smi -q"]  # the table, the section
 
 
 def test_unreadable_file_exits_2_with_one_line(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from bot.diagnosis.units import decode_clock_events, format_reading, format_valu
 from bot.engine.steps.citing import cite
 from bot.engine.steps.gather import summarize_signal
 from bot.incidents.views import IncidentView
-from bot.slack.blocks import TriageView, triage_blocks
+from bot.slack.blocks import TriageView, details_blocks
 from integrations.telemetry import Sample, SignalResult
 
 UNITS = {"gpu.sm_clock": "MHz", "fabric.ib.port_state": "", "node.driver_version": ""}
@@ -152,7 +152,7 @@ def test_a_cordon_needs_a_culprit_that_stands_out_from_its_peers() -> None:
         assert [p["action"] for p in kept] == ["cordon", "open_ticket"] and withheld == []
 
 
-def test_the_triage_message_shows_the_culprits_reading_the_unknown_layers_and_detectors() -> None:
+def test_the_triage_details_show_the_culprits_reading_the_unknown_layers_and_detectors() -> None:
     at = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
     row = {
         "source": "clock", "what": "gpu.sm_clock", "value": 1381.0, "unit": "MHz",
@@ -171,7 +171,7 @@ def test_the_triage_message_shows_the_culprits_reading_the_unknown_layers_and_de
         detected_at=at,
     )
     view = TriageView(incident=incident, runbook_title="MFU", requester="bot", verdict=verdict)
-    text = json.dumps(triage_blocks(view), ensure_ascii=False)
+    text = json.dumps(details_blocks(view), ensure_ascii=False)  # the thread reply
     assert "`gpu.sm_clock` = 1381 MHz (peers: median 1980 MHz over 319) (gpu=7)" in text
     assert "*Not checked (signals missing):* `fabric`" in text
     assert "gpu.xid.last on gpu-node-37 GPU 7 still reads 48" in text

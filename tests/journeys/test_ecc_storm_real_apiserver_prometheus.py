@@ -161,6 +161,9 @@ def test_ecc_storm_on_the_real_apiserver_with_prometheus_scraping_sim_serve(
             "GPU_ONCALL_KUBERNETES__KUBECONFIG": str(real_kube.kubeconfig),
             "GPU_ONCALL_KUBERNETES__IN_CLUSTER": "false",
             "GPU_ONCALL_KUBERNETES__RETRIES": "1",
+            # the approved drain runs at once: this journey tests the API's writes, not the
+            # drain's wait for a checkpoint (tests/actions/test_drain_after_checkpoint.py)
+            "GPU_ONCALL_POLICY__DRAIN_CHECKPOINT_DEADLINE_MINUTES": "0",
         }
 
         run = subprocess.run(
