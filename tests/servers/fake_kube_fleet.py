@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from simulator.cluster import SimCluster
 from tests.servers import kube_objects as ko
@@ -83,10 +83,18 @@ class FleetSource:
         return events
 
 
-def seed(fake: FakeKube, fleet: Fleet) -> None:
-    """Fill `fake` with the fleet's nodes and pods and make it read the rest live."""
+class Seedable(Protocol):
+    """What the fleet's objects are written into: the fake API server or the real one."""
+
+    def add_node(self, name: str, **fields: Any) -> object: ...
+
+    def add_pod(self, name: str, namespace: str, **fields: Any) -> object: ...
+
+
+def seed_objects(target: Seedable, fleet: Fleet) -> None:
+    """Write the fleet's nodes (without the taints a controller would set) and pods."""
     for info in SimCluster(fleet).nodes():
-        fake.add_node(
+        target.add_node(
             info.name,
             labels=info.labels,
             annotations=info.annotations,
@@ -97,7 +105,7 @@ def seed(fake: FakeKube, fleet: Fleet) -> None:
             gpu_allocatable=info.gpu_allocatable,
         )
     for pod in fleet.pods.values():
-        fake.add_pod(
+        target.add_pod(
             pod.name,
             pod.namespace,
             node=pod.node,
@@ -110,5 +118,10 @@ def seed(fake: FakeKube, fleet: Fleet) -> None:
             restarts=pod.restarts,
             last_terminated_reason=pod.last_terminated_reason,
         )
+
+
+def seed(fake: FakeKube, fleet: Fleet) -> None:
+    """Fill `fake` with the fleet's nodes and pods and make it read the rest live."""
+    seed_objects(fake, fleet)
     fake.source = FleetSource(fleet)
     fake.now = fleet.now  # sinceSeconds and event ages follow the fleet's clock

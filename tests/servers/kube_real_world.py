@@ -26,9 +26,8 @@ import yaml
 from kubernetes import client
 
 from simulator import Fleet
-from simulator.cluster import SimCluster
 from tests.servers import kube_objects as ko
-from tests.servers.fake_kube_fleet import MIRROR_ANNOTATION, FleetSource, owner_of
+from tests.servers.fake_kube_fleet import FleetSource, seed_objects
 from tests.servers.kube_apiserver import BOT_NAMESPACE, ControlPlane
 from tests.servers.kube_world import AGENT_RBAC, CLUSTERROLE
 
@@ -288,31 +287,7 @@ class RealKube:
     def seed_from_fleet(self, fleet: Fleet) -> None:
         """The fleet's nodes, pods and events, as `tests.servers.fake_kube_fleet.seed` does for
         the fake (time-dependent state is written once, at seeding)."""
-        for info in SimCluster(fleet).nodes():
-            self.add_node(
-                info.name,
-                labels=info.labels,
-                annotations=info.annotations,
-                taints=[t for t in info.taints if not t.startswith(ko.CONTROLLER_TAINTS)],
-                unschedulable=info.unschedulable,
-                conditions=info.conditions,
-                gpu_capacity=info.gpu_capacity,
-                gpu_allocatable=info.gpu_allocatable,
-            )
-        for pod in fleet.pods.values():
-            self.add_pod(
-                pod.name,
-                pod.namespace,
-                node=pod.node,
-                phase=pod.phase,
-                labels=pod.labels,
-                owner=owner_of(pod),
-                annotations={MIRROR_ANNOTATION: "mirror"} if pod.mirror else None,
-                containers=(pod.container,),
-                gpus=pod.gpus,
-                restarts=pod.restarts,
-                last_terminated_reason=pod.last_terminated_reason,
-            )
+        seed_objects(self, fleet)
         for event in FleetSource(fleet).events():
             self.add_event(event)
 
