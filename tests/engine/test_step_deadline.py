@@ -26,7 +26,9 @@ from integrations.telemetry import SignalQuery, Telemetry
 from tests.engine.runbook_helpers import open_incident
 
 NODE = "gpu-node-03"
-DEADLINE = timedelta(milliseconds=300)
+DEADLINE = timedelta(seconds=3)
+"""Far above what an unblocked in-process read takes even on a loaded machine (the other
+gathers must keep their data); the blocked reads wait it out, side by side."""
 
 
 class Blocking:
@@ -87,7 +89,7 @@ def test_blocked_gathers_end_unavailable_at_the_deadline_and_the_run_goes_on(rt:
     for step, backend in (("xid", "telemetry"), ("kernel", "cluster")):
         assert steps[step]["unavailable"] == backend
         assert steps[step]["error"].startswith(
-            f"step '{step}' of runbook 'ecc-storm' exceeded its deadline of 0.3 s"
+            f"step '{step}' of runbook 'ecc-storm' exceeded its deadline of 3 s"
         ), steps[step]["error"]
     assert steps["xid"]["max"] is None and steps["kernel"]["missing"] is True
     assert steps["ecc_xid"]["status"] == "unknown", "a check over a silent input is unknown"
