@@ -18,13 +18,12 @@ import argparse
 import json
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from common import ROOT, ecc_fleet, machine, node, percentile
+from common import ROOT, ecc_fleet, machine, node, print_calls, time_calls
 
 sys.path.insert(0, str(ROOT))  # tests.servers.fake_kube
 
@@ -60,18 +59,9 @@ def calls(fake: FakeKube, fleet: Fleet, nodes: int) -> dict[str, Call]:
 
 
 def measure(fake: FakeKube, cluster: KubernetesCluster, call: Call, runs: int) -> dict[str, float]:
-    call(cluster, 0)  # warm up (and make `*-again` rows idempotent from the start)
-    call(cluster, 1)
-    latencies, before = [], len(fake.requests)
-    for i in range(runs):
-        start = time.perf_counter()
-        call(cluster, i)
-        latencies.append((time.perf_counter() - start) * 1000)
-    return {
-        "p50_ms": round(percentile(latencies, 0.50), 2),
-        "p99_ms": round(percentile(latencies, 0.99), 2),
-        "requests_per_call": round((len(fake.requests) - before) / runs, 2),
-    }
+    return time_calls(
+        lambda i: call(cluster, i), runs, {"requests_per_call": lambda: len(fake.requests)}
+    )
 
 
 def main() -> None:
@@ -93,12 +83,7 @@ def main() -> None:
         cluster = KubernetesCluster.from_endpoint(endpoint)
         for name, call in calls(fake, fleet, args.nodes).items():
             rows[name] = measure(fake, cluster, call, args.runs)
-    print(f"{'call':<26} {'p50 ms':>8} {'p99 ms':>8} {'HTTP requests':>14}")
-    for name, row in rows.items():
-        print(
-            f"{name:<26} {row['p50_ms']:>8.2f} {row['p99_ms']:>8.2f} "
-            f"{row['requests_per_call']:>14.2f}"
-        )
+    print_calls(rows, {"requests_per_call": "HTTP requests"})
     if args.json:
         args.json.write_text(json.dumps({"machine": machine(), "calls": rows}, indent=2))
 

@@ -13,6 +13,7 @@ import platform
 import statistics
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -133,6 +134,36 @@ def percentile(values: list[float], q: float) -> float:
     if len(values) == 1:
         return values[0]
     return statistics.quantiles(sorted(values), n=1000, method="inclusive")[round(q * 1000) - 1]
+
+
+def time_calls(
+    call: Callable[[int], Any], runs: int, counters: dict[str, Callable[[], int]]
+) -> dict[str, float]:
+    """p50/p99 milliseconds of `call(i)` over `runs` runs after two untimed warm-up calls (which
+    also make an idempotent repeat idempotent from the start), and per counter (e.g. HTTP
+    requests, processes started) the mean it grew per run."""
+    call(0)
+    call(1)
+    latencies, before = [], {name: count() for name, count in counters.items()}
+    for i in range(runs):
+        start = time.perf_counter()
+        call(i)
+        latencies.append((time.perf_counter() - start) * 1000)
+    return {
+        "p50_ms": round(percentile(latencies, 0.50), 2),
+        "p99_ms": round(percentile(latencies, 0.99), 2),
+    } | {name: round((count() - before[name]) / runs, 2) for name, count in counters.items()}
+
+
+def print_calls(rows: dict[str, dict[str, float]], counters: dict[str, str]) -> None:
+    """The table of `time_calls` rows: call, p50, p99, then one column per counter (key ->
+    heading)."""
+    width = max([24, *(len(name) for name in rows)])
+    print(f"{'call':<{width}} {'p50 ms':>8} {'p99 ms':>8} "
+          + " ".join(f"{h:>{max(6, len(h))}}" for h in counters.values()))  # fmt: skip
+    for name, row in rows.items():
+        counts = " ".join(f"{row[k]:>{max(6, len(h))}.2f}" for k, h in counters.items())
+        print(f"{name:<{width}} {row['p50_ms']:>8.2f} {row['p99_ms']:>8.2f} {counts}")
 
 
 def machine() -> dict[str, Any]:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from common import ROOT, machine, percentile
+from common import ROOT, machine, percentile, print_calls, time_calls
 
 sys.path.insert(0, str(ROOT))  # tests.servers.slurm, tests.actions.action_helpers
 
@@ -61,20 +61,9 @@ def calls(servers: SlurmServers) -> dict[str, Call]:
 
 
 def measure(cluster: SlurmCluster, call: Call, runs: int) -> dict[str, float]:
-    call(cluster, 0)
-    call(cluster, 1)
-    latencies = []
-    rest, cli = cluster.rest.calls, cluster.scontrol.calls
-    for i in range(runs):
-        start = time.perf_counter()
-        call(cluster, i)
-        latencies.append((time.perf_counter() - start) * 1000)
-    return {
-        "p50_ms": round(percentile(latencies, 0.50), 2),
-        "p99_ms": round(percentile(latencies, 0.99), 2),
-        "rest_per_call": round((cluster.rest.calls - rest) / runs, 2),
-        "scontrol_per_call": round((cluster.scontrol.calls - cli) / runs, 2),
-    }
+    counters = {"rest_per_call": lambda: cluster.rest.calls,
+                "scontrol_per_call": lambda: cluster.scontrol.calls}  # fmt: skip
+    return time_calls(lambda i: call(cluster, i), runs, counters)
 
 
 def removals(
@@ -159,12 +148,7 @@ def main() -> None:
         rows |= {f"action {k}": v for k, v in removals(servers, cluster, args.runs).items()}
         rows |= agent_requests(servers, cluster, args.agent_runs)
         cluster.close()
-    print(f"{'call':<24} {'p50 ms':>8} {'p99 ms':>8} {'REST':>6} {'scontrol':>9}")
-    for name, row in rows.items():
-        print(
-            f"{name:<24} {row['p50_ms']:>8.2f} {row['p99_ms']:>8.2f} "
-            f"{row['rest_per_call']:>6.2f} {row['scontrol_per_call']:>9.2f}"
-        )
+    print_calls(rows, {"rest_per_call": "REST", "scontrol_per_call": "scontrol"})
     if args.json:
         args.json.write_text(json.dumps({"machine": machine(), "calls": rows}, indent=2))
 
