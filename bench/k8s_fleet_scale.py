@@ -12,10 +12,18 @@ drain) on a node with pods, twice: with the pool and domain reads as label-selec
 (served from the API server's watch cache) and with the adapter's own node cache (one
 list+watch, integrations/k8s/node_cache.py). Requests are counted at the client (every HTTP
 request the calling thread sends; not the cache's watch). A removal (the guard's observation
-before a cordon, then the cordon) is timed `--repeat` times in three modes, interleaved:
-`fleet list` (before issue 19: a paginated list of every node), `label lists` and
-`node cache` (a full garbage collection, untimed, before each); median and minimum, the
-median of each request and of the cache's wait for its watch (where the time goes).
+before a cordon, then the cordon) is timed `--repeat` times in five modes, interleaved, each on
+its own node and client (a full garbage collection, untimed, before each):
+
+- `fleet list`: before issue 19, a paginated list of every node;
+- `label lists`: the pool and domain by label from the API server's watch cache;
+- `cache: scan, waits`: the node cache as it was (each read scans every cached node, and
+  waits for the watch to deliver the bot's own previous write);
+- `cache: index, waits`: the label index, no write-through;
+- `cache: index, write-through`: the node cache now.
+
+Median and minimum per mode, the median of each request, and of the cache's two parts: the
+wait for its watch, and the selection of the pool and the domain (where the time goes).
 
     python bench/k8s_fleet_scale.py --sizes 100 1000 5000 --json out.json
 """
@@ -32,7 +40,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -47,6 +55,7 @@ from bot.actions.guarding import SafetyGuard  # noqa: E402
 from bot.actions.impact import JobReadings, read_impact  # noqa: E402
 from bot.actions.limits import SafetyLimits  # noqa: E402
 from bot.clock import SystemClock  # noqa: E402
+from integrations.cluster import NodeInfo  # noqa: E402
 from integrations.errors import ClusterError  # noqa: E402
 from integrations.k8s import KubernetesCluster, KubernetesEndpoint  # noqa: E402
 from integrations.k8s.node_cache import NodeCache  # noqa: E402
@@ -63,6 +72,24 @@ class NoTelemetry:
 
     def read(self, query: Any) -> SignalResult:
         return SignalResult(signal=query.signal)
+
+
+class ScanningCache(NodeCache):
+    """The node cache before its label index: every read looks at every cached node."""
+
+    def _matching(self, labels: Mapping[str, str | None]) -> list[NodeInfo]:
+        return [n for n in self._nodes.values() if all(
+            (k not in n.labels) if v is None else n.labels.get(k) == v for k, v in labels.items()
+        )]  # fmt: skip
+
+
+CACHES: dict[str, Callable[[Any], NodeCache]] = {
+    "cache: scan, waits": lambda api: ScanningCache(api, write_through=False),
+    "cache: index, waits": lambda api: NodeCache(api, write_through=False),
+    "cache: index, write-through": NodeCache,
+}
+"""The node cache's modes: as it was, with the label index, and now (the index and the
+write-through)."""
 
 
 def node_name(i: int) -> str:
@@ -131,22 +158,22 @@ def journey(cluster: KubernetesCluster, *, target: str) -> dict[str, Any]:
 
 
 def removals(
-    modes: dict[str, KubernetesCluster], *, target: str, repeat: int
+    modes: dict[str, tuple[KubernetesCluster, str]], *, repeat: int
 ) -> dict[str, dict[str, Any]]:
     """Time one removal (the guard's observation before a cordon, then the cordon) `repeat`
-    times per mode, the modes interleaved so load affects them alike; the node is uncordoned
-    (untimed) after each. Median and minimum seconds, requests, and the median seconds of
-    each request of the removal (where the time goes)."""
+    times per mode, each mode on its own (client, node), the modes interleaved so load affects
+    them alike; the node is uncordoned (untimed) after each, so the next removal's guard reads
+    the bot's own previous write. Median and minimum seconds, requests, the median seconds of
+    each request of the removal, and of the node cache's wait and selection."""
     times: dict[str, list[float]] = {mode: [] for mode in modes}
-    waits: dict[str, list[float]] = {mode: [] for mode in modes}
+    parts: dict[str, dict[str, list[float]]] = {mode: {"wait": [], "select": []} for mode in modes}
     per_request: dict[str, dict[str, list[float]]] = {mode: {} for mode in modes}
     requests: dict[str, int] = {}
     for _ in range(repeat):
-        for mode, cluster in modes.items():
+        for mode, (cluster, target) in modes.items():
             guard = SafetyGuard(limits=SafetyLimits(), cluster=cluster, clock=SystemClock())
-            waited = 0.0
             gc.collect()  # the fleet-list mode's garbage is not charged to the next mode
-            with counted(cluster) as sent, timed_cache(cluster) as waited_for:
+            with counted(cluster) as sent, timed_cache(cluster) as took:
                 started = time.monotonic()
                 if mode == "fleet list":  # before issue 19: the guard listed every node
                     cluster.nodes()
@@ -155,18 +182,20 @@ def removals(
                     guard.observe(action="cordon", target=target, target_kind="node")
                 cluster.cordon(target)
                 times[mode].append(time.monotonic() - started)
-                waited = sum(waited_for)
-            waits[mode].append(waited)
+            for part, spent in took.items():
+                parts[mode][part].append(sum(spent))
             cluster.uncordon(target)
             requests[mode] = len(sent)
-            for i, (path, took) in enumerate(sent):
-                per_request[mode].setdefault(f"{i + 1}. {path}", []).append(took)
+            for i, (path, seconds) in enumerate(sent):
+                per_request[mode].setdefault(f"{i + 1}. {path}", []).append(seconds)
     return {
         mode: {
             "median_seconds": round(statistics.median(times[mode]), 4),
             "min_seconds": round(min(times[mode]), 4),
             "requests": requests[mode],
-            "cache_seconds": round(statistics.median(waits[mode]), 4),
+            "cache_seconds": {
+                part: round(statistics.median(v), 5) for part, v in parts[mode].items() if v
+            },
             "request_seconds": {
                 k: round(statistics.median(v), 4) for k, v in per_request[mode].items()
             },
@@ -176,27 +205,32 @@ def removals(
 
 
 @contextmanager
-def timed_cache(cluster: KubernetesCluster) -> Iterator[list[float]]:
-    """Seconds each node-cache read took (waiting for the watch to catch up included)."""
-    took: list[float] = []
+def timed_cache(cluster: KubernetesCluster) -> Iterator[dict[str, list[float]]]:
+    """Seconds of each node-cache read's two parts: the wait for the watch to catch up
+    (`_current`) and the selection (`_matching`)."""
+    took: dict[str, list[float]] = {}
     cache = cluster.node_cache
     if cache is None:
         yield took
         return
-    select = cache.select
-
-    def timing(*args: Any, **kw: Any) -> Any:
-        started = time.monotonic()
-        try:
-            return select(*args, **kw)
-        finally:
-            took.append(time.monotonic() - started)
-
-    cache.select = timing  # type: ignore[method-assign]
+    for part, method in (("wait", "_current"), ("select", "_matching")):
+        took[part] = []
+        setattr(cache, method, _timing(getattr(cache, method), took[part]))
     try:
         yield took
     finally:
-        del cache.select
+        del cache._current, cache._matching
+
+
+def _timing(call: Callable[..., Any], into: list[float]) -> Callable[..., Any]:
+    def timed(*args: Any, **kw: Any) -> Any:
+        started = time.monotonic()
+        try:
+            return call(*args, **kw)
+        finally:
+            into.append(time.monotonic() - started)
+
+    return timed
 
 
 def wait_synced(cache: NodeCache, size: int) -> float:
@@ -229,25 +263,32 @@ def main() -> int:
         for run, size in enumerate(sorted(args.sizes)):
             seconds = create_fleet_from(real, created, size)
             created = size
-            labels = KubernetesCluster.from_endpoint(endpoint, qps=1000.0, burst=1000)
-            cached = KubernetesCluster.from_endpoint(endpoint, qps=1000.0, burst=1000)
+            clients = {mode: connect(endpoint) for mode in ("fleet list", "label lists", *CACHES)}
             try:
-                synced = wait_synced(cached.watch_nodes(), size)
+                synced = {
+                    mode: wait_synced(start_cache(clients[mode], make), size)
+                    for mode, make in CACHES.items()
+                }
+                now = clients["cache: index, write-through"]
                 row: dict[str, Any] = {
                     "nodes": size,
                     "fleet_created_seconds": round(seconds, 1),
-                    "cache_synced_seconds": round(synced, 2),
-                    "journey_label_lists": journey(labels, target=node_name(3 + 20 * run)),
-                    "journey_node_cache": journey(cached, target=node_name(13 + 20 * run)),
+                    "cache_synced_seconds": round(max(synced.values()), 2),
+                    "journey_label_lists": journey(
+                        clients["label lists"], target=node_name(3 + 20 * run)
+                    ),
+                    "journey_node_cache": journey(now, target=node_name(13 + 20 * run)),
                     "removal": removals(
-                        {"fleet list": labels, "label lists": labels, "node cache": cached},
-                        target=node_name(23 + 20 * run),
+                        {
+                            mode: (cluster, node_name(60 + 10 * run + k))
+                            for k, (mode, cluster) in enumerate(clients.items())
+                        },
                         repeat=args.repeat,
                     ),
                 }
             finally:
-                labels.close()
-                cached.close()
+                for cluster in clients.values():
+                    cluster.close()
             results.append(row)
             print(json.dumps(row), flush=True)
         real.close()
@@ -255,6 +296,17 @@ def main() -> int:
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
     return 0
+
+
+def connect(endpoint: KubernetesEndpoint) -> KubernetesCluster:
+    return KubernetesCluster.from_endpoint(endpoint, qps=1000.0, burst=1000)
+
+
+def start_cache(cluster: KubernetesCluster, make: Callable[[Any], NodeCache]) -> NodeCache:
+    """The client's node cache in one of the CACHES modes (as `watch_nodes` starts it)."""
+    cache = cluster.node_cache = make(cluster.transport)
+    cache.start()
+    return cache
 
 
 def etcd_version() -> str:

@@ -1,24 +1,36 @@
 """An informer-style cache of the fleet's nodes: one paged list, then one watch, kept in memory
 with only the fields the safety limits and the impact read need. It answers the label-selected
-reads of a pool or topology domain without a request, so a removal costs the same at 5,000
+reads of a pool or topology domain without a request and without looking at the rest of the
+fleet (an index by the label keys it is asked about), so a removal costs the same at 5,000
 nodes as at 100.
 
 Consistency: the list is a consistent read (no resourceVersion: etcd's current revision) and the
-watch resumes from the list's resourceVersion, so the cache is exactly the API server's state
-as of `version`, the newest resourceVersion applied (an event's, or a BOOKMARK's). A read is
-served only when the watch is connected and `version` is at least `wanted`, the newest node
-resourceVersion this client has seen in a GET or a write (the safety guard GETs the target
-just before it counts, and a drain's guard comes after the cordon's own write): events arrive
-in resourceVersion order, so every node change up to that point is in the cache. Otherwise the
-read waits up to `catch_up_seconds` for the watch, then says no and the caller lists by label
-(a consistent read). A 410 Gone (the watch fell behind etcd's compaction) re-lists; any other
-watch failure reconnects from `version` after a backoff, and reads fall back meanwhile.
+watch resumes from the list's resourceVersion, so, for every other writer's changes, the cache
+is exactly the API server's state as of `version`, the newest resourceVersion applied (an
+event's, or a BOOKMARK's). Each node keeps its own resourceVersion, and a node only ever moves
+forward: an event or a write older than what the cache holds for that node changes nothing.
+
+- The bot's own writes (write-through): a PATCH answers with the written Node; the transport
+  hands it to the cache (`wrote`), which applies it when it is newer than the node it holds.
+  The watch event that follows is then a no-op, and a read after the bot's own write never
+  waits for the watch.
+- Other writers' changes: a read is served only while the watch is connected and `version` is
+  at least `wanted`, the newest node resourceVersion this client has seen in a GET (a quorum
+  read) that the cache did not already hold (`holds`): a change the bot saw with its own eyes
+  is counted, with every node change before it (events arrive in resourceVersion order). A
+  change the bot has not seen is missed for at most the watch's delivery time, as in any
+  informer. Otherwise the read waits up to `catch_up_seconds` for the watch, then says no and
+  the caller lists by label (a consistent read). A 410 Gone (the watch fell behind etcd's
+  compaction) re-lists; any other watch failure reconnects from `version` after a backoff,
+  and reads fall back meanwhile.
 
 resourceVersions are compared as integers (etcd revisions, as the API server itself does); one
 that is not an integer makes the cache refuse, never guess.
 
-Memory: one small NodeInfo per node (name, Ready, unschedulable, labels, taints, GPU capacity
-and allocatable; no annotations, managedFields or other conditions): about 1 KB a node.
+Memory: one small NodeInfo and its resourceVersion per node (name, Ready, unschedulable, labels,
+taints, GPU capacity and allocatable; no annotations, managedFields or other conditions): about
+1 KB a node, plus one set entry per node for each indexed label key (at most
+`MAX_INDEXED_KEYS` keys: the pool label and the topology keys; a read on another key scans).
 """
 
 from __future__ import annotations
@@ -26,7 +38,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from typing import Any
 
 from urllib3.exceptions import HTTPError
@@ -41,15 +53,22 @@ logger = logging.getLogger(__name__)
 
 WATCH_SECONDS = 300
 """How long one watch request lasts before the server ends it and the cache reconnects."""
+MAX_INDEXED_KEYS = 8
+"""Label keys the cache indexes (the first ones it is asked to select on)."""
 
 
 class NodeCache:
     """The nodes as of the newest resourceVersion the watch delivered; see the module doc."""
 
-    def __init__(self, api: Transport, *, catch_up_seconds: float = 2.0) -> None:
+    def __init__(
+        self, api: Transport, *, catch_up_seconds: float = 2.0, write_through: bool = True
+    ) -> None:
         self.api = api
         self.catch_up_seconds = catch_up_seconds
+        self.write_through = write_through
         self._nodes: dict[str, NodeInfo] = {}
+        self._versions: dict[str, int] = {}  # each node's resourceVersion
+        self._index: dict[str, dict[str, set[str]]] = {}  # label key -> value -> node names
         self._version = 0
         self._connected = False
         self._closed = False
@@ -65,13 +84,92 @@ class NodeCache:
         cache cannot vouch for state at least as new as resourceVersion `wanted` within
         `catch_up_seconds`."""
         with self._changed:
-            fresh = self._changed.wait_for(
-                lambda: self._closed or (self._connected and self._version >= wanted),
-                timeout=self.catch_up_seconds,
-            )
-            if not fresh or self._closed:
+            if not self._current(wanted):
                 return None
-            return [n for n in self._nodes.values() if _selects(labels, n.labels)]
+            return self._matching(labels)
+
+    def holds(self, name: str, version: int) -> bool:
+        """Whether the cache has node `name` at resourceVersion `version` or newer."""
+        with self._changed:
+            return self._versions.get(name, 0) >= version
+
+    def wrote(self, item: Mapping[str, Any]) -> bool:
+        """The bot's own write, as the API server answered it (the Node as JSON): applied when
+        newer than the node the cache holds (write-through). A node the cache does not hold
+        (not listed yet, or deleted since) is left to the watch. True when the cache now holds
+        the node at that version or newer (False too for an answer it cannot read)."""
+        try:
+            node, version = slim_node(item), _version(item["metadata"].get("resourceVersion"))
+        except (KeyError, TypeError, AttributeError, ClusterError):
+            return False
+        with self._changed:
+            if node.name not in self._nodes:
+                return False
+            if version > self._versions[node.name]:
+                self._put(node, version)
+                self._changed.notify_all()
+            return True
+
+    def _current(self, wanted: int) -> bool:
+        """Wait (lock held) until the watch is open and has applied `wanted`; False when it
+        did not within `catch_up_seconds`, or the cache is closed."""
+        fresh = self._changed.wait_for(
+            lambda: self._closed or (self._connected and self._version >= wanted),
+            timeout=self.catch_up_seconds,
+        )
+        return fresh and not self._closed
+
+    def _matching(self, labels: Mapping[str, str | None]) -> list[NodeInfo]:
+        """The selected nodes by name (lock held): the candidates are the smallest index entry
+        among the equality terms (a pool, a rack), never the fleet, unless no term is
+        indexable."""
+        candidates: Iterable[NodeInfo] = self._nodes.values()
+        entries = [self._entry(key, value) for key, value in labels.items() if value is not None]
+        known = [entry for entry in entries if entry is not None]
+        if known:
+            candidates = (self._nodes[name] for name in min(known, key=len))
+        chosen = [node for node in candidates if _selects(labels, node.labels)]
+        return sorted(chosen, key=lambda node: node.name)
+
+    def _entry(self, key: str, value: str) -> Collection[str] | None:
+        """The names of the nodes labelled `key=value` (lock held); None when `key` is not
+        indexed (past the cap)."""
+        index = self._indexed(key)
+        return None if index is None else index.get(value, _NONE)
+
+    def _indexed(self, key: str) -> dict[str, set[str]] | None:
+        """The index of label `key` (built on first use, lock held); None past the key cap."""
+        index = self._index.get(key)
+        if index is None and len(self._index) < MAX_INDEXED_KEYS:
+            index = self._index[key] = {}
+            for node in self._nodes.values():
+                if key in node.labels:
+                    index.setdefault(node.labels[key], set()).add(node.name)
+        return index
+
+    def _put(self, node: NodeInfo, version: int) -> None:
+        """Store `node` at `version` and move it in the indexes (lock held)."""
+        self._unindex(node.name)
+        self._nodes[node.name], self._versions[node.name] = node, version
+        for key, index in self._index.items():
+            if key in node.labels:
+                index.setdefault(node.labels[key], set()).add(node.name)
+
+    def _drop(self, name: str) -> None:
+        self._unindex(name)
+        self._nodes.pop(name, None)
+        self._versions.pop(name, None)
+
+    def _unindex(self, name: str) -> None:
+        old = self._nodes.get(name)
+        if old is None:
+            return
+        for key, index in self._index.items():
+            value = old.labels.get(key)
+            if value is not None and value in index:
+                index[value].discard(name)
+                if not index[value]:
+                    del index[value]
 
     @property
     def version(self) -> int:
@@ -85,13 +183,18 @@ class NodeCache:
     # --- the list and the watch ----------------------------------------------------------
 
     def start(self) -> None:
-        """Start the list+watch loop on a daemon thread (idempotent)."""
+        """Start the list+watch loop on a daemon thread (idempotent); with `write_through`,
+        the transport's node writes come here too."""
+        if self.write_through:
+            self.api.node_sink = self
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="k8s-node-cache", daemon=True)
             self._thread.start()
 
     def close(self) -> None:
         """Stop the loop: the watch's connection is shut, the thread ends."""
+        if self.api is not None and self.api.node_sink is self:
+            self.api.node_sink = None
         with self._changed:
             self._closed = True
             self._connected = False
@@ -136,8 +239,9 @@ class NodeCache:
             self._connected = False
 
     def _list(self) -> None:
-        """One consistent paged list: the whole cache and the version to watch from."""
-        nodes: dict[str, NodeInfo] = {}
+        """One consistent paged list: the whole cache and the version to watch from. A node
+        the bot wrote since the list's version keeps its newer state (never backwards)."""
+        nodes: dict[str, tuple[NodeInfo, int]] = {}
         token: str | None = None
         while True:
             page = self._raw(
@@ -150,13 +254,20 @@ class NodeCache:
             )
             for item in page.get("items") or []:
                 node = slim_node(item)
-                nodes[node.name] = node
+                nodes[node.name] = (node, _version(item["metadata"].get("resourceVersion")))
             meta = page.get("metadata") or {}
             token = meta.get("continue")
             if not token:
                 break
         with self._changed:
-            self._nodes = nodes
+            for name, (_, version) in list(nodes.items()):
+                if self._versions.get(name, 0) > version:  # written through since the list
+                    nodes[name] = (self._nodes[name], self._versions[name])
+            self._nodes = {name: node for name, (node, _) in nodes.items()}
+            self._versions = {name: version for name, (_, version) in nodes.items()}
+            keys, self._index = list(self._index), {}
+            for key in keys:
+                self._indexed(key)
             self._version = _version(meta.get("resourceVersion"))
             self._connected = False  # until the watch from this version is open
             self._changed.notify_all()
@@ -200,9 +311,10 @@ class NodeCache:
         with self._changed:
             if kind in ("ADDED", "MODIFIED"):
                 node = slim_node(item)
-                self._nodes[node.name] = node
+                if version > self._versions.get(node.name, 0):  # else: written through already
+                    self._put(node, version)
             elif kind == "DELETED":
-                self._nodes.pop(str(item["metadata"]["name"]), None)
+                self._drop(str(item["metadata"]["name"]))
             elif kind != "BOOKMARK":
                 raise ClusterError(f"node watch sent an unknown event type {kind!r}")
             self._version = max(self._version, version)
@@ -217,6 +329,9 @@ class NodeCache:
         if not isinstance(loaded, dict):
             raise ClusterError("the node list is not a JSON object")
         return loaded
+
+
+_NONE: frozenset[str] = frozenset()
 
 
 class Gone(Exception):

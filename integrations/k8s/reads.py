@@ -69,8 +69,8 @@ def nodes(
     behind (a removal in flight is counted from the action ledger, not from this list).
 
     With a `cache` (node_cache: one list+watch) a label-selected read costs no request when
-    the cache has caught up with every node version this client has read or written; else
-    it is the list above."""
+    the cache holds this client's own writes (written through) and has caught up with every
+    other node version this client has read; else it is the list above."""
     if names is None and labels and cache is not None:
         selector = label_selector(labels)  # validates the keys and values
         found = cache.select(labels, wanted=api.node_version)

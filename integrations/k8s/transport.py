@@ -10,8 +10,8 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, TypeVar
 
 import urllib3
 from kubernetes import client
@@ -61,8 +61,10 @@ class Transport:
         self.clock, self.sleep = clock, sleep
         self._bucket = TokenBucket(qps=qps, burst=burst, clock=clock, sleep=sleep)
         self.node_version = 0
-        """The newest node resourceVersion a GET or a write of this client returned: what a
-        cached read must be at least as new as (node_cache)."""
+        """The newest node resourceVersion a GET or a write of this client returned that the
+        node cache did not already hold: what a cached read must be at least as new as."""
+        self.node_sink: NodeSink | None = None
+        """The node cache, when one is kept: the nodes this client writes go into it."""
 
     def send(
         self,
@@ -212,10 +214,19 @@ class Transport:
         return node
 
     def saw_node(self, node: Any) -> None:
-        """Remember the node's resourceVersion when it is the newest seen (an etcd revision)."""
-        version = getattr(getattr(node, "metadata", None), "resource_version", None)
-        if isinstance(version, str) and version.isdigit():
-            self.node_version = max(self.node_version, int(version))
+        """Remember a node's resourceVersion (an etcd revision) when it is the newest seen and
+        the node cache does not already hold that version of the node (its watch delivered
+        it, or it is this client's own write)."""
+        meta = getattr(node, "metadata", None)
+        self._saw(getattr(meta, "name", None), getattr(meta, "resource_version", None))
+
+    def _saw(self, name: Any, version: Any) -> None:
+        if not (isinstance(version, str) and version.isdigit()):
+            return
+        sink = self.node_sink
+        if sink is not None and isinstance(name, str) and sink.holds(name, int(version)):
+            return
+        self.node_version = max(self.node_version, int(version))
 
     def pods_on(self, name: str) -> list[Any]:
         pods = list(
@@ -230,19 +241,41 @@ class Transport:
         return pods
 
     def patch_node(self, name: str, body: Any, *, content_type: str | None = None) -> None:
-        patched = self.send(
+        """PATCH a node; the answer (the written Node) goes to the node cache (write-through),
+        read as plain JSON: nothing else uses it."""
+        response: Any = self.send(
             PATCH_NODES,
             lambda: self.core.patch_node(
-                name, body, _content_type=content_type, _request_timeout=self.timeout
+                name,
+                body,
+                _content_type=content_type,
+                _preload_content=False,
+                _request_timeout=self.timeout,
             ),
             target=name,
             missing=lambda: NodeNotFound(name),
         )
-        self.saw_node(patched)
+        try:
+            patched, meta = _node_json(response.data)
+        except ValueError as exc:
+            raise ClusterError(f"the answer to PATCH node '{name}' is not a Node: {exc}") from exc
+        finally:
+            response.release_conn()
+        if self.node_sink is not None:
+            self.node_sink.wrote(patched)
+        self._saw(meta.get("name"), meta.get("resourceVersion"))
 
     def close(self) -> None:
         closing: Any = self.api
         closing.close()
+
+
+class NodeSink(Protocol):
+    """Where the nodes this client writes go (integrations/k8s/node_cache.py)."""
+
+    def wrote(self, item: Mapping[str, Any]) -> bool: ...
+
+    def holds(self, name: str, version: int) -> bool: ...
 
 
 class ContinueExpired(ClusterError):
@@ -266,6 +299,15 @@ class KubeletRefused(Exception):
 
 def what(need: Permission) -> str:
     return need.resource + (f"/{need.subresource}" if need.subresource else "")
+
+
+def _node_json(data: bytes) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A Node as JSON and its metadata (ValueError: not JSON, or no metadata object)."""
+    node = json.loads(data)
+    meta = node.get("metadata") if isinstance(node, dict) else None
+    if not isinstance(meta, dict):
+        raise ValueError("no metadata object")
+    return node, meta
 
 
 def _page_parts(page: Any) -> tuple[list[Any], str | None]:

@@ -1,6 +1,8 @@
 """The node cache's own reading of a Node's JSON (`slim_node`) says what the adapter's reading of
 the client's model (`node_info`) says about every field the limits and the impact read use, for
-generated nodes; its label selection is a metav1.LabelSelector's (equality; None: DoesNotExist)."""
+generated nodes; its label selection is a metav1.LabelSelector's (equality; None: DoesNotExist),
+through its label index, after any sequence of events and of the bot's own writes (each node at
+its newest resourceVersion, whatever the order they come in)."""
 
 from __future__ import annotations
 
@@ -72,18 +74,65 @@ def test_slim_node_reads_what_node_info_reads(item: dict[str, Any]) -> None:
     assert slim.annotations == {}  # not kept: memory
 
 
-@given(st.lists(nodes(), max_size=8), st.dictionaries(_key, st.one_of(st.none(), _value)))
-def test_selection_is_the_label_selectors(items: list[dict[str, Any]], wanted: Any) -> None:
-    cache = NodeCache(api=None)  # type: ignore[arg-type]  # selection needs no transport
-    for item in items:
-        cache._apply({"type": "ADDED", "object": item})
-    cache._connected = True
-    chosen = {n.name for n in cache.select(wanted, wanted=0) or []}
-    selector = {  # the same selection as a metav1.LabelSelector (integrations.selectors)
-        "matchLabels": {k: v for k, v in wanted.items() if v is not None},
-        "matchExpressions": [
-            {"key": k, "operator": "DoesNotExist"} for k, v in wanted.items() if v is None
-        ],
+_few_keys = st.sampled_from(["pool", "gpu-oncall.io/rack", "zone"])
+_few_values = st.sampled_from(["a", "b", ""])
+
+
+@st.composite
+def small_nodes(draw: st.DrawFn) -> dict[str, Any]:
+    """A few names and labels, so that changes collide and selectors match."""
+    return {
+        "metadata": {
+            "name": draw(st.sampled_from(["n1", "n2", "n3", "n4"])),
+            "labels": draw(st.dictionaries(_few_keys, _few_values, max_size=3)),
+        },
+        "spec": {"unschedulable": draw(st.booleans())},
     }
-    expected = {n.name for n in cache._nodes.values() if matches(selector, n.labels)}
-    assert chosen == expected
+
+
+_changes = st.lists(
+    st.tuples(
+        st.sampled_from(["ADDED", "MODIFIED", "DELETED", "wrote"]),
+        small_nodes(),
+        st.integers(1, 30),
+    ),
+    max_size=12,
+)
+
+
+@given(
+    _changes, st.dictionaries(_few_keys, st.one_of(st.none(), _few_values), max_size=3), _changes
+)
+def test_selection_is_the_label_selectors(first: Any, wanted: Any, then: Any) -> None:
+    cache = NodeCache(api=None)  # type: ignore[arg-type]  # selection needs no transport
+    newest: dict[str, tuple[int, dict[str, Any] | None]] = {}  # name: (version, item)
+    cache._connected = True
+    for changes in (first, then):  # the index is built by the first select, kept by `then`
+        for kind, item, version in changes:
+            item["metadata"]["resourceVersion"] = str(version)
+            name = item["metadata"]["name"]
+            if kind == "wrote":  # applied only over an older version of a node the cache holds
+                held = newest.get(name, (0, None))
+                if held[1] is not None and version > held[0]:
+                    newest[name] = (version, item)
+                assert cache.wrote(item) == (held[1] is not None)
+            elif kind == "DELETED":
+                newest.pop(name, None)
+                cache._apply({"type": kind, "object": item})
+            else:
+                if version > newest.get(name, (0, None))[0]:
+                    newest[name] = (version, item)
+                cache._apply({"type": kind, "object": item})
+        chosen = [n.name for n in cache.select(wanted, wanted=0) or []]
+        selector = {  # the same selection as a metav1.LabelSelector (integrations.selectors)
+            "matchLabels": {k: v for k, v in wanted.items() if v is not None},
+            "matchExpressions": [
+                {"key": k, "operator": "DoesNotExist"} for k, v in wanted.items() if v is None
+            ],
+        }
+        expected = sorted(
+            name
+            for name, (_, item) in newest.items()
+            if item is not None and matches(selector, item["metadata"]["labels"])
+        )
+        assert chosen == expected

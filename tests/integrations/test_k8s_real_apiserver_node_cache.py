@@ -1,12 +1,16 @@
 """The adapter's node cache (one list+watch) on the REAL kube-apiserver, as the bot's own
 ServiceAccount (the deployed ClusterRole must grant `watch nodes`): a pool read costs no
-request once the cache is current, it answers what a label-selected list answers, it sees every
-node change made before the bot's own write (read-your-writes), it re-lists after a 410 Gone,
-and it says no (the caller lists) when its watch is down. bench/k8s_fleet_scale.py times it."""
+request once the cache is current, it answers what a label-selected list answers, the bot's
+own writes are in it at once (write-through: the PATCH's answer) and a node never moves back
+to an older resourceVersion (a late event, a stale answer, a re-list from before the write),
+another writer's change the bot has read is counted whatever the watch's lag, it re-lists after
+a 410 Gone, and it says no (the caller lists) when its watch is down. The watch's lag is made
+by holding its events (`Held`), never by waiting. bench/k8s_fleet_scale.py times it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -84,21 +88,160 @@ def test_pool_reads_cost_no_request_and_match_the_label_list(
     assert cached.nodes(labels={POOL: None}) == []  # absence selects the unlabelled: none
 
 
-def test_every_change_before_the_bots_own_write_is_counted(
-    fleet: RealKube, cached: KubernetesCluster
+class Held:
+    """The cache's watch, lagging: its events are kept (in order) until `release`."""
+
+    def __init__(self, cache: NodeCache) -> None:
+        self.apply = cache._apply
+        self.events: list[Mapping[str, Any]] = []
+        self._lock, self._holding = threading.Lock(), True
+
+    def __call__(self, event: Mapping[str, Any]) -> None:
+        with self._lock:
+            if self._holding:
+                self.events.append(event)
+                return
+        self.apply(event)
+
+    def versions(self, name: str) -> list[str]:
+        return [
+            e["object"]["metadata"]["resourceVersion"]
+            for e in list(self.events)
+            if e.get("type") == "MODIFIED" and e["object"]["metadata"]["name"] == name
+        ]
+
+    def release(self, through: int | None = None) -> None:
+        """Apply the held events; with `through`, only those up to that resourceVersion (the
+        rest stay held)."""
+        with self._lock:
+            while self.events and (through is None or _version(self.events[0]) <= through):
+                self.apply(self.events.pop(0))
+            self._holding = through is not None
+
+
+def _version(event: Mapping[str, Any]) -> int:
+    return int(event["object"]["metadata"]["resourceVersion"])
+
+
+@pytest.fixture
+def held(cached: KubernetesCluster, monkeypatch: pytest.MonkeyPatch) -> Held:
+    cache = cached.node_cache
+    assert cache is not None
+    hold = Held(cache)
+    monkeypatch.setattr(cache, "_apply", hold)
+    return hold
+
+
+def _down(cluster: KubernetesCluster, action: str) -> list[str]:
+    guard = SafetyGuard(limits=SafetyLimits(), cluster=cluster, clock=FakeClock())
+    observed = guard.observe(action=action, target=TARGET, target_kind="node")
+    return sorted(n.name for n in observed.nodes if n.unschedulable)
+
+
+def test_the_bots_own_write_is_read_back_without_waiting_for_the_watch(
+    cached: KubernetesCluster, held: Held
 ) -> None:
-    """Another actor cordons a pool member, then the bot cordons the target: the drain's
-    guard (after the cordon's own write) counts both out of service, whatever the watch's lag."""
+    """The drain's guard after the bot's own cordon counts the target out of service from the
+    cache while the watch has delivered nothing: no wait, no fallback list."""
+    cache = cached.node_cache
+    assert cache is not None
+    cached.cordon(TARGET)
+    sent, _ = _requests(cached)
+
+    assert _down(cached, "drain") == [TARGET]
+    assert sent == [f"GET {TARGET}"]  # pool and rack from the cache, not a fallback list
+
+    wait_until(lambda: len(held.versions(TARGET)) == 1, what="the watch's event of the cordon")
+    (written,) = held.versions(TARGET)
+    held.release()  # the watch's own event of that write: a no-op
+    assert cache.holds(TARGET, int(written)) and not cache.holds(TARGET, int(written) + 1)
+    assert _down(cached, "drain") == [TARGET]
+
+
+def test_an_older_version_arriving_late_never_moves_a_node_back(
+    fleet: RealKube, cached: KubernetesCluster, held: Held
+) -> None:
+    """Another writer labels the target, then the bot cordons it: the label's event, older
+    than the write-through and delivered after it, and the pre-cordon Node handed in again,
+    change nothing; the cached target stays the cordon's answer (cordoned, and labelled)."""
+    cache = cached.node_cache
+    assert cache is not None
+    fleet.core.patch_node(TARGET, {"metadata": {"labels": {"team": "infra"}}})
+    serializer: Any = fleet.api
+    before = serializer.sanitize_for_serialization(fleet.core.read_node(TARGET))
+    cached.cordon(TARGET)
+    wait_until(lambda: len(held.versions(TARGET)) == 2, what="the label's and cordon's events")
+    label_event, cordon_event = map(int, held.versions(TARGET))
+    assert int(before["metadata"]["resourceVersion"]) == label_event < cordon_event
+
+    assert cache.wrote(before)  # a stale answer: the cache holds a newer one, and keeps it
+    held.release(through=label_event)  # the label's event comes late; the cordon's still held
+    sent, _ = _requests(cached)
+
+    (node,) = [n for n in cached.nodes(labels={POOL: "H100-pool-0"}) if n.name == TARGET]
+    assert node.unschedulable and node.labels["team"] == "infra"
+    assert sent == []  # the cache answered: the watch has applied the label, the bot's own read
+    assert cache.holds(TARGET, cordon_event) and not cache.holds(TARGET, cordon_event + 1)
+
+
+def test_a_relist_from_before_the_bots_write_keeps_the_write(
+    fleet: RealKube, cached: KubernetesCluster, held: Held, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A paged list is a snapshot at its first page's revision: a 410 re-list that read the
+    fleet before the bot's cordon keeps the cordon the cache already holds."""
+    cache = cached.node_cache
+    assert cache is not None
+    raw, watch = cache._raw, cache._watch
+    old_page = raw(lambda: cached.transport.core.list_node(_preload_content=False))
+    cached.cordon(TARGET)
+    pages, gone = [old_page], [Gone("too old resource version")]
+
+    def compacted_once() -> None:
+        if gone:
+            raise gone.pop()
+        watch()
+
+    monkeypatch.setattr(cache, "_raw", lambda call: pages.pop() if pages else raw(call))
+    monkeypatch.setattr(cache, "_watch", compacted_once)
+    cache._response.shutdown()
+    wait_until(lambda: cache.relists == 1 and _current(cache, 12), what="a re-list after 410")
+    sent, _ = _requests(cached)
+
+    assert _down(cached, "drain") == [TARGET]  # no event after the old page applied yet
+    assert sent == [f"GET {TARGET}"]  # from the cache: it holds the bot's own write
+
+
+def test_another_writers_change_the_bot_read_is_counted_whatever_the_watchs_lag(
+    fleet: RealKube, cached: KubernetesCluster, held: Held
+) -> None:
+    """Another writer cordons a pool member and the bot reads it: with the watch behind, the
+    guard lists the pool by label (after `catch_up_seconds`); once the watch delivers, the
+    cache answers, the member counted either way. A deletion the bot did not read is counted
+    once the watch delivers it."""
+    cache = cached.node_cache
+    assert cache is not None
+    cache.catch_up_seconds = 0.05
     fleet.core.patch_node("gpu-node-001", {"spec": {"unschedulable": True}})
     fleet.core.delete_node("gpu-node-005")
-    cached.cordon(TARGET)
-    guard = SafetyGuard(limits=SafetyLimits(), cluster=cached, clock=FakeClock())
+    cached.nodes(["gpu-node-001"])
+    wait_until(lambda: _listed_down(fleet) == ["gpu-node-001"], what="the API's watch cache")
+    sent, _ = _requests(cached)
 
-    observed = guard.observe(action="drain", target=TARGET, target_kind="node")
+    assert _down(cached, "cordon") == ["gpu-node-001"]
+    assert sent.count("GET nodes") == 2  # the pool and the rack by label: the cache said no
 
-    down = sorted(n.name for n in observed.nodes if n.unschedulable)
-    assert down == ["gpu-node-001", TARGET]
-    assert "gpu-node-005" not in {n.name for n in observed.nodes}
+    held.release()
+    sent.clear()
+    wait_until(lambda: "gpu-node-005" not in {n.name for n in cache.select({}, wanted=0) or []},
+               what="the watch to deliver the deletion")  # fmt: skip
+    assert _down(cached, "cordon") == ["gpu-node-001"]
+    assert sent == [f"GET {TARGET}"]
+
+
+def _listed_down(fleet: RealKube) -> list[str]:
+    """The cordoned nodes in what a label list answers (the API server's watch cache)."""
+    listed: Any = fleet.core.list_node(label_selector=f"{POOL}=H100-pool-0", resource_version="0")
+    return sorted(n.metadata.name for n in listed.items if n.spec.unschedulable)
 
 
 def test_a_dropped_watch_resumes_a_410_relists_and_a_closed_cache_says_no(
