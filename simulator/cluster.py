@@ -24,7 +24,6 @@ from integrations.cluster import (
     Permission,
     PodInfo,
     RemediationPause,
-    select_by_labels,
 )
 from integrations.errors import ClusterForbidden, JobNotFound, NodeNotFound
 from integrations.names import (
@@ -41,6 +40,7 @@ from integrations.names import (
 from integrations.selectors import InvalidSelector
 from simulator.fleet import Fleet
 from simulator.marking import render_taints
+from simulator.metrics import EntityKey
 
 _CONDITIONS = ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure")
 _STATUS = {"true": "True", "false": "False", "unknown": "Unknown"}
@@ -82,11 +82,11 @@ class SimCluster:
         for name in wanted:
             if name not in self.fleet.nodes:
                 raise NodeNotFound(name, self.fleet.node_names)
-        at = self.fleet.now()
-        found = [self._node_info(name, at) for name in wanted]
         if names is None and labels:
-            found = select_by_labels(found, labels)
-        return found
+            # Select on the labels first (a label-selected list), then describe only those.
+            wanted = [name for name in wanted if _selects(labels, self.fleet.node_labels(name))]
+        at = self.fleet.now()
+        return [self._node_info(name, at) for name in wanted]
 
     def pods_on(self, node: str) -> list[PodInfo]:
         self._allowed("list", "pods")
@@ -223,7 +223,8 @@ class SimCluster:
 
     def _node_info(self, name: str, at: datetime) -> NodeInfo:
         fleet = self.fleet
-        conditions = {cond: self._condition(name, cond, at=at) for cond in _CONDITIONS}
+        status = fleet.values("kube_node_status_condition", name, at=at)
+        conditions = {cond: _condition(status, cond) for cond in _CONDITIONS}
         cordoned = fleet.state[name].cordoned
         taints = ["node.kubernetes.io/unschedulable:NoSchedule"] if cordoned else []
         if conditions["Ready"] != "True":
@@ -234,8 +235,8 @@ class SimCluster:
             ]
         taints += render_taints(fleet.state[name])
         gpu = ("resource", "nvidia_com_gpu")
-        capacity = fleet.value("kube_node_status_capacity", name, entity=gpu, at=at) or 0.0
-        allocatable = fleet.value("kube_node_status_allocatable", name, entity=gpu, at=at) or 0.0
+        capacity = fleet.values("kube_node_status_capacity", name, at=at).get(gpu) or 0.0
+        allocatable = fleet.values("kube_node_status_allocatable", name, at=at).get(gpu) or 0.0
         return NodeInfo(
             name=name,
             ready=conditions["Ready"] == "True",
@@ -248,12 +249,18 @@ class SimCluster:
             annotations=dict(fleet.state[name].annotations),
         )
 
-    def _condition(self, node: str, condition: str, *, at: datetime) -> str:
-        for status, shown in _STATUS.items():
-            entity = ("condition", condition, status)
-            if self.fleet.value("kube_node_status_condition", node, entity=entity, at=at) == 1.0:
-                return shown
-        return "Unknown"
+
+def _condition(values: Mapping[EntityKey, float | None], condition: str) -> str:
+    """The condition's status as kubectl shows it: the status whose series reads 1."""
+    for status, shown in _STATUS.items():
+        if values.get(("condition", condition, status)) == 1.0:
+            return shown
+    return "Unknown"
+
+
+def _selects(selector: Mapping[str, str | None], labels: Mapping[str, str]) -> bool:
+    """`Cluster.nodes(labels=...)`'s match, as `select_by_labels` applies it to NodeInfo."""
+    return all(labels.get(k) == v for k, v in selector.items())
 
 
 def _what(permission: Permission) -> str:

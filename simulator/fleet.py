@@ -192,6 +192,10 @@ class Fleet:
         """One series' value at `at` (None when absent)."""
         return self.exporters.value(metric, node, entity=entity, t=self.offset(at))
 
+    def values(self, metric: str, node: str, *, at: datetime) -> dict[EntityKey, float | None]:
+        """Every series of `metric` on `node` at `at`, by entity (None when absent)."""
+        return self.exporters.values(metric, node, t=self.offset(at))
+
     # --- logs and events -------------------------------------------------------------------
 
     def kernel_log(self, node: str, at: datetime) -> list[str]:
