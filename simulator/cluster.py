@@ -24,6 +24,7 @@ from integrations.cluster import (
     Permission,
     PodInfo,
     RemediationPause,
+    select_by_labels,
 )
 from integrations.errors import ClusterForbidden, JobNotFound, NodeNotFound
 from integrations.names import (
@@ -44,6 +45,12 @@ from simulator.metrics import EntityKey
 
 _CONDITIONS = ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure")
 _STATUS = {"true": "True", "false": "False", "unknown": "Unknown"}
+#: The series a node's description reads.
+_DESCRIBED_BY = (
+    "kube_node_status_condition",
+    "kube_node_status_capacity",
+    "kube_node_status_allocatable",
+)
 
 
 class SimCluster:
@@ -52,6 +59,7 @@ class SimCluster:
     def __init__(self, fleet: Fleet) -> None:
         self.fleet = fleet
         self.denied: set[tuple[str, str]] = set()
+        self._described: dict[str, tuple[tuple[int, int], NodeInfo]] = {}
         if not fleet.scenario.fleet.kernel_log_readable:
             self.deny("get", "nodes/proxy")
 
@@ -82,11 +90,28 @@ class SimCluster:
         for name in wanted:
             if name not in self.fleet.nodes:
                 raise NodeNotFound(name, self.fleet.node_names)
-        if names is None and labels:
-            # Select on the labels first (a label-selected list), then describe only those.
-            wanted = [name for name in wanted if _selects(labels, self.fleet.node_labels(name))]
         at = self.fleet.now()
-        return [self._node_info(name, at) for name in wanted]
+        with self.fleet.lock:  # writers hold it until their change is applied
+            found = [self._describe(name, at) for name in wanted]
+        if names is None and labels:
+            found = select_by_labels(found, labels)
+        return found
+
+    def _describe(self, name: str, at: datetime) -> NodeInfo:
+        """The node as a list returns it (called under the fleet's lock). A steady node (no
+        fault, its condition and capacity series constant) is described once and kept until
+        the next write to it or to the fleet, as an informer's cache keeps it: listing a
+        steady fleet costs a lookup per node."""
+        revision = self.fleet.revision(name)
+        kept = self._described.get(name)
+        if kept is not None and kept[0] == revision:
+            return kept[1]
+        info = self._node_info(name, at)
+        if self.fleet.steady(name, _DESCRIBED_BY):
+            self._described[name] = (revision, info)
+        else:
+            self._described.pop(name, None)
+        return info
 
     def pods_on(self, node: str) -> list[PodInfo]:
         self._allowed("list", "pods")
@@ -256,11 +281,6 @@ def _condition(values: Mapping[EntityKey, float | None], condition: str) -> str:
         if values.get(("condition", condition, status)) == 1.0:
             return shown
     return "Unknown"
-
-
-def _selects(selector: Mapping[str, str | None], labels: Mapping[str, str]) -> bool:
-    """`Cluster.nodes(labels=...)`'s match, as `select_by_labels` applies it to NodeInfo."""
-    return all(labels.get(k) == v for k, v in selector.items())
 
 
 def _what(permission: Permission) -> str:

@@ -136,6 +136,15 @@ class SeriesSource:
                 out[track.entity] = track.value(t)
         return out
 
+    def steady(self, metric: str, node: str) -> bool:
+        """The metric's series on the node are constant in time (no effects, no slope) until
+        the node's view or impacts change."""
+        definition = self.metric(metric)
+        if definition is None or definition.pod_level or node not in self._nodes:
+            return False
+        built = self._cached(definition, node)
+        return built is not None and all(not t.effects and not t.slope for t in built.tracks)
+
     def forget(self, node: str) -> None:
         """Drop the node's cached labels (its driver version changed)."""
         self._views.pop(node, None)
