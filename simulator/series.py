@@ -173,9 +173,12 @@ class SeriesSource:
         return built
 
     def _impacts_on(self, definition: MetricDef, node: str) -> tuple[Impact, ...]:
+        on_node = self._impacts.get(node)
+        if not on_node:  # the healthy majority
+            return ()
         return tuple(
             i
-            for i in self._impacts.get(node, ())
+            for i in on_node
             if i.metric in (None, definition.name) and i.family in (None, definition.family)
         )
 
