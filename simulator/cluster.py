@@ -53,6 +53,11 @@ _DESCRIBED_BY = (
 )
 
 
+Selector = tuple[tuple[str, str | None], ...]
+KeptList = tuple[int, tuple[NodeInfo, ...], tuple[int, ...]]
+"""A selector's last answer: the fleet's write count then, the nodes, where the unsteady are."""
+
+
 class SimCluster:
     """Reads and changes the simulated fleet's Kubernetes objects."""
 
@@ -60,6 +65,7 @@ class SimCluster:
         self.fleet = fleet
         self.denied: set[tuple[str, str]] = set()
         self._described: dict[str, tuple[tuple[int, int], NodeInfo]] = {}
+        self._lists: dict[Selector, KeptList] = {}
         if not fleet.scenario.fleet.kernel_log_readable:
             self.deny("get", "nodes/proxy")
 
@@ -86,16 +92,38 @@ class SimCluster:
         """Nodes by name (all when None, or those `labels` select: None is "absent"). An
         unknown name raises NodeNotFound with known names."""
         self._allowed("list" if names is None else "get", "nodes")
-        wanted = self.fleet.node_names if names is None else [check_node_name(n) for n in names]
+        if names is None:
+            return self._listed(labels or {})
+        wanted = [check_node_name(n) for n in names]
         for name in wanted:
             if name not in self.fleet.nodes:
                 raise NodeNotFound(name, self.fleet.node_names)
         at = self.fleet.now()
         with self.fleet.lock:  # writers hold it until their change is applied
-            found = [self._describe(name, at) for name in wanted]
-        if names is None and labels:
-            found = select_by_labels(found, labels)
-        return found
+            return [self._describe(name, at) for name in wanted]
+
+    def _listed(self, labels: Mapping[str, str | None]) -> list[NodeInfo]:
+        """Every node, or those `labels` select. Which nodes a selector selects changes only
+        with a write (labels are written, never computed from time), and so does a steady
+        node's description: until the next write, a selector's answer is its last one with
+        only the unsteady nodes (a fault on them) described again, as an informer's indexed
+        list answers."""
+        selector = tuple(sorted(labels.items(), key=lambda kv: kv[0]))
+        at = self.fleet.now()
+        with self.fleet.lock:  # writers hold it until their change is applied
+            writes = self.fleet.writes
+            kept = self._lists.get(selector)
+            if kept is not None and kept[0] == writes:
+                found = list(kept[1])
+                for index in kept[2]:
+                    found[index] = self._describe(found[index].name, at)
+                return found
+            every = [self._describe(name, at) for name in self.fleet.nodes]
+            found = select_by_labels(every, labels) if labels else every
+            unsteady = tuple(i for i, n in enumerate(found) if n.name not in self._described)
+            self._lists = {k: v for k, v in self._lists.items() if v[0] == writes}
+            self._lists[selector] = (writes, tuple(found), unsteady)
+            return found
 
     def _describe(self, name: str, at: datetime) -> NodeInfo:
         """The node as a list returns it (called under the fleet's lock). A steady node (no

@@ -90,6 +90,7 @@ class Fleet:
         self._journal: list[dict[str, Any]] = []
         self._node_writes: Counter[str] = Counter()
         self._fleet_writes = 0
+        self._writes = 0
         self._lock = threading.RLock()
         self.running = Workloads(self.workloads, self.pods)
         self.exporters = SeriesSource(
@@ -383,6 +384,7 @@ class Fleet:
             return t
 
     def _count_write(self, node: str | None) -> None:
+        self._writes += 1
         if node:
             self._node_writes[node] += 1
         else:
@@ -393,6 +395,11 @@ class Fleet:
         pod deleted): what a cached description of the node is valid for. Read under `lock`
         with the description, since writers hold it until their change is applied."""
         return self._node_writes[node], self._fleet_writes
+
+    @property
+    def writes(self) -> int:
+        """Every write so far, to any node or the fleet (read under `lock`, as `revision`)."""
+        return self._writes
 
     @property
     def lock(self) -> threading.RLock:
