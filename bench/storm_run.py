@@ -8,8 +8,12 @@ telemetry queries, and whether the verdict names the faulty node. Issue 21's bar
 verdict from 1,024 to 4,096 members grows at most 4x, and 4,096 members reach a verdict in
 <= 5 s.
 `--profile` prints the top functions by cumulative time of the last run of each size.
+`--single` runs ecc-storm for the one faulty node instead, on fleets of each size: what one
+incident costs after its verdict (snapshot peers, impact spares, limits) must not follow the
+fleet (issue 21 item 3: at 4,096 nodes <= 1.5x that at 64).
 
     python bench/storm_run.py --sizes 1024 4096 --runs 3
+    python bench/storm_run.py --single --sizes 64 4096 --runs 5
 """
 
 from __future__ import annotations
@@ -34,16 +38,18 @@ def measure(nodes: int, args: argparse.Namespace) -> dict[str, Any]:
     walls, cpus, queries, named = [], [], set(), []
     verdict_walls: list[float] = []
     verdict_cpus: list[float] = []
-    members = ",".join(node(i, nodes) for i in range(nodes))
+    after_cpus: list[float] = []
+    if args.single:
+        runbook, inputs = "ecc-storm", {"node": node(FAULTY, nodes)}
+    else:
+        runbook, inputs = "node-storm", {"nodes": ",".join(node(i, nodes) for i in range(nodes))}
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(storage=StorageSettings(url=f"sqlite:///{Path(tmp) / 'oncall.db'}"))
         with open_runtime(settings, scenario=ecc_fleet(nodes), fresh=True) as rt:
-            loaded = rt.catalog.get("node-storm")
+            loaded = rt.catalog.get(runbook)
             profile = cProfile.Profile() if args.profile else None
             for index in range(args.runs + 1):  # the first run warms caches, not counted
-                incident_id, _ = rt.engine.open_incident(
-                    loaded, {"nodes": members}, actor="bench"
-                )
+                incident_id, _ = rt.engine.open_incident(loaded, inputs, actor="bench")
                 last = profile is not None and index == args.runs
                 if last and profile is not None:
                     profile.enable()
@@ -56,7 +62,7 @@ def measure(nodes: int, args: argparse.Namespace) -> dict[str, Any]:
 
                 outcome = rt.engine.start(
                     loaded,
-                    inputs={"nodes": members},
+                    inputs=inputs,
                     incident_id=incident_id,
                     requester="bench",
                     on_step=on_step,
@@ -74,15 +80,18 @@ def measure(nodes: int, args: argparse.Namespace) -> dict[str, Any]:
                 cpus.append(cpu)
                 queries.add(sum(int(o.get("queries", 0)) for o in outcome.steps.values()))
                 named.append(node(FAULTY, nodes) in outcome.verdict.get("culprits", []))
+                after_cpus.append(cpu - verdict_cpus[-1])
             if profile is not None:
                 pstats.Stats(profile).sort_stats(args.sort).print_stats(40)
     return {
+        "runbook": runbook,
         "members": nodes,
         "runs": args.runs,
         "verdict_wall_p50_s": round(percentile(verdict_walls, 0.5), 3),
         "verdict_cpu_p50_s": round(percentile(verdict_cpus, 0.5), 3),
         "wall_p50_s": round(percentile(walls, 0.5), 3),
         "cpu_p50_s": round(percentile(cpus, 0.5), 3),
+        "after_verdict_cpu_p50_s": round(percentile(after_cpus, 0.5), 3),
         "queries": sorted(queries),
         "verdict_names_the_faulty_node": all(named),
     }
@@ -92,6 +101,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1024, 4096])
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--single", action="store_true", help="ecc-storm on the faulty node")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--sort", default="cumulative", help="pstats order of --profile")
     parser.add_argument("--json", type=Path, help="also write the results here")
@@ -99,6 +109,10 @@ def main() -> None:
     if len(results) > 1 and results[0]["verdict_cpu_p50_s"]:
         ratio = results[-1]["verdict_cpu_p50_s"] / results[0]["verdict_cpu_p50_s"]
         print(f"cpu to verdict {results[-1]['members']}/{results[0]['members']}: {ratio:.2f}")
+        after = results[-1]["after_verdict_cpu_p50_s"] / max(
+            results[0]["after_verdict_cpu_p50_s"], 1e-6
+        )
+        print(f"cpu after verdict {results[-1]['members']}/{results[0]['members']}: {after:.2f}")
 
 
 if __name__ == "__main__":

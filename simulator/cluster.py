@@ -41,9 +41,21 @@ from integrations.names import (
 from integrations.selectors import InvalidSelector
 from simulator.fleet import Fleet
 from simulator.marking import render_taints
+from simulator.metrics import EntityKey
 
 _CONDITIONS = ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure")
 _STATUS = {"true": "True", "false": "False", "unknown": "Unknown"}
+#: The series a node's description reads.
+_DESCRIBED_BY = (
+    "kube_node_status_condition",
+    "kube_node_status_capacity",
+    "kube_node_status_allocatable",
+)
+
+
+Selector = tuple[tuple[str, str | None], ...]
+KeptList = tuple[int, tuple[NodeInfo, ...], tuple[int, ...]]
+"""A selector's last answer: the fleet's write count then, the nodes, where the unsteady are."""
 
 
 class SimCluster:
@@ -52,6 +64,8 @@ class SimCluster:
     def __init__(self, fleet: Fleet) -> None:
         self.fleet = fleet
         self.denied: set[tuple[str, str]] = set()
+        self._described: dict[str, tuple[tuple[int, int], NodeInfo]] = {}
+        self._lists: dict[Selector, KeptList] = {}
         if not fleet.scenario.fleet.kernel_log_readable:
             self.deny("get", "nodes/proxy")
 
@@ -78,15 +92,54 @@ class SimCluster:
         """Nodes by name (all when None, or those `labels` select: None is "absent"). An
         unknown name raises NodeNotFound with known names."""
         self._allowed("list" if names is None else "get", "nodes")
-        wanted = self.fleet.node_names if names is None else [check_node_name(n) for n in names]
+        if names is None:
+            return self._listed(labels or {})
+        wanted = [check_node_name(n) for n in names]
         for name in wanted:
             if name not in self.fleet.nodes:
                 raise NodeNotFound(name, self.fleet.node_names)
         at = self.fleet.now()
-        found = [self._node_info(name, at) for name in wanted]
-        if names is None and labels:
-            found = select_by_labels(found, labels)
-        return found
+        with self.fleet.lock:  # writers hold it until their change is applied
+            return [self._describe(name, at) for name in wanted]
+
+    def _listed(self, labels: Mapping[str, str | None]) -> list[NodeInfo]:
+        """Every node, or those `labels` select. Which nodes a selector selects changes only
+        with a write (labels are written, never computed from time), and so does a steady
+        node's description: until the next write, a selector's answer is its last one with
+        only the unsteady nodes (a fault on them) described again, as an informer's indexed
+        list answers."""
+        selector = tuple(sorted(labels.items(), key=lambda kv: kv[0]))
+        at = self.fleet.now()
+        with self.fleet.lock:  # writers hold it until their change is applied
+            writes = self.fleet.writes
+            kept = self._lists.get(selector)
+            if kept is not None and kept[0] == writes:
+                found = list(kept[1])
+                for index in kept[2]:
+                    found[index] = self._describe(found[index].name, at)
+                return found
+            every = [self._describe(name, at) for name in self.fleet.nodes]
+            found = select_by_labels(every, labels) if labels else every
+            unsteady = tuple(i for i, n in enumerate(found) if n.name not in self._described)
+            self._lists = {k: v for k, v in self._lists.items() if v[0] == writes}
+            self._lists[selector] = (writes, tuple(found), unsteady)
+            return found
+
+    def _describe(self, name: str, at: datetime) -> NodeInfo:
+        """The node as a list returns it (called under the fleet's lock). A steady node (no
+        fault, its condition and capacity series constant) is described once and kept until
+        the next write to it or to the fleet, as an informer's cache keeps it: listing a
+        steady fleet costs a lookup per node."""
+        revision = self.fleet.revision(name)
+        kept = self._described.get(name)
+        if kept is not None and kept[0] == revision:
+            return kept[1]
+        info = self._node_info(name, at)
+        if self.fleet.steady(name, _DESCRIBED_BY):
+            self._described[name] = (revision, info)
+        else:
+            self._described.pop(name, None)
+        return info
 
     def pods_on(self, node: str) -> list[PodInfo]:
         self._allowed("list", "pods")
@@ -223,7 +276,8 @@ class SimCluster:
 
     def _node_info(self, name: str, at: datetime) -> NodeInfo:
         fleet = self.fleet
-        conditions = {cond: self._condition(name, cond, at=at) for cond in _CONDITIONS}
+        status = fleet.values("kube_node_status_condition", name, at=at)
+        conditions = {cond: _condition(status, cond) for cond in _CONDITIONS}
         cordoned = fleet.state[name].cordoned
         taints = ["node.kubernetes.io/unschedulable:NoSchedule"] if cordoned else []
         if conditions["Ready"] != "True":
@@ -234,8 +288,8 @@ class SimCluster:
             ]
         taints += render_taints(fleet.state[name])
         gpu = ("resource", "nvidia_com_gpu")
-        capacity = fleet.value("kube_node_status_capacity", name, entity=gpu, at=at) or 0.0
-        allocatable = fleet.value("kube_node_status_allocatable", name, entity=gpu, at=at) or 0.0
+        capacity = fleet.values("kube_node_status_capacity", name, at=at).get(gpu) or 0.0
+        allocatable = fleet.values("kube_node_status_allocatable", name, at=at).get(gpu) or 0.0
         return NodeInfo(
             name=name,
             ready=conditions["Ready"] == "True",
@@ -248,12 +302,13 @@ class SimCluster:
             annotations=dict(fleet.state[name].annotations),
         )
 
-    def _condition(self, node: str, condition: str, *, at: datetime) -> str:
-        for status, shown in _STATUS.items():
-            entity = ("condition", condition, status)
-            if self.fleet.value("kube_node_status_condition", node, entity=entity, at=at) == 1.0:
-                return shown
-        return "Unknown"
+
+def _condition(values: Mapping[EntityKey, float | None], condition: str) -> str:
+    """The condition's status as kubectl shows it: the status whose series reads 1."""
+    for status, shown in _STATUS.items():
+        if values.get(("condition", condition, status)) == 1.0:
+            return shown
+    return "Unknown"
 
 
 def _what(permission: Permission) -> str:

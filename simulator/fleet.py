@@ -88,6 +88,9 @@ class Fleet:
         self._events: list[tuple[str | None, ClusterEvent]] = []
         self._impacts: dict[str, list[Impact]] = {}
         self._journal: list[dict[str, Any]] = []
+        self._node_writes: Counter[str] = Counter()
+        self._fleet_writes = 0
+        self._writes = 0
         self._lock = threading.RLock()
         self.running = Workloads(self.workloads, self.pods)
         self.exporters = SeriesSource(
@@ -191,6 +194,10 @@ class Fleet:
     def value(self, metric: str, node: str, *, entity: EntityKey, at: datetime) -> float | None:
         """One series' value at `at` (None when absent)."""
         return self.exporters.value(metric, node, entity=entity, t=self.offset(at))
+
+    def values(self, metric: str, node: str, *, at: datetime) -> dict[EntityKey, float | None]:
+        """Every series of `metric` on `node` at `at`, by entity (None when absent)."""
+        return self.exporters.values(metric, node, t=self.offset(at))
 
     # --- logs and events -------------------------------------------------------------------
 
@@ -373,11 +380,43 @@ class Fleet:
         with self._lock:
             t = self.offset(self.now())
             self._journal.append({"verb": verb, "node": node, "t": t, **extra})
+            self._count_write(node)
             return t
+
+    def _count_write(self, node: str | None) -> None:
+        self._writes += 1
+        if node:
+            self._node_writes[node] += 1
+        else:
+            self._fleet_writes += 1
+
+    def revision(self, node: str) -> tuple[int, int]:
+        """Changes with every write to `node` and every fleet-wide write (a fault injected, a
+        pod deleted): what a cached description of the node is valid for. Read under `lock`
+        with the description, since writers hold it until their change is applied."""
+        return self._node_writes[node], self._fleet_writes
+
+    @property
+    def writes(self) -> int:
+        """Every write so far, to any node or the fleet (read under `lock`, as `revision`)."""
+        return self._writes
+
+    @property
+    def lock(self) -> threading.RLock:
+        """The fleet's write lock (re-entrant)."""
+        return self._lock
+
+    def steady(self, node: str, metrics: Iterable[str]) -> bool:
+        """No fault on the node and the metrics' series there constant in time: what they read
+        changes only with a write."""
+        return not self._faults_on(node) and all(
+            self.exporters.steady(m, node) for m in metrics
+        )
 
     def _replay(self, entry: dict[str, Any]) -> None:
         verb, node, t = entry["verb"], entry.get("node") or "", float(entry["t"])
         self._journal.append(entry)
+        self._count_write(node)
         if verb in ("cordon", "uncordon"):
             self._cordon(t, node=node, on=verb == "cordon")
         elif verb == "drain":

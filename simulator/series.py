@@ -19,7 +19,7 @@ from simulator.scenarios import FleetSpec
 from simulator.states import NodeState
 from simulator.topology import NodeSpec
 from simulator.tracks import Computed, Effect, FaultWindow, Gone, Track, order_effects
-from simulator.workload_metrics import OVERLAYS, overlay
+from simulator.workload_metrics import OVERLAYS, WORKLOAD_METRICS, overlay
 from simulator.workloads import Workloads
 
 
@@ -64,6 +64,7 @@ class SeriesSource:
         self._workloads = workloads
         self._pods = pods
         self._views: dict[str, NodeView] = {}
+        self._built: dict[tuple[str, str], _Built] = {}
 
     def metric_names(self) -> list[str]:
         return [name for name in METRICS if self.metric(name) is not None]
@@ -109,25 +110,81 @@ class SeriesSource:
         return out
 
     def value(self, metric: str, node: str, *, entity: EntityKey, t: float) -> float | None:
+        definition = self.metric(metric)
+        if definition is not None and not definition.pod_level and node in self._nodes:
+            built = self._cached(definition, node)
+            if built is not None:
+                track = built.entities.get(entity)
+                return None if track is None else track.value(t)
         for track in self.tracks(metric, [node]):
             if track.entity == entity:
                 return track.value(t)
         return None
+
+    def values(self, metric: str, node: str, *, t: float) -> dict[EntityKey, float | None]:
+        """Every series of the metric on the node at `t`, by entity (one pass, as `value`
+        reads each)."""
+        definition = self.metric(metric)
+        if definition is None or definition.pod_level or node not in self._nodes:
+            return {}
+        built = self._cached(definition, node)
+        if built is not None:
+            return {entity: track.value(t) for entity, track in built.entities.items()}
+        out: dict[EntityKey, float | None] = {}
+        for track in self._node_tracks(definition, node):
+            if track.entity not in out:
+                out[track.entity] = track.value(t)
+        return out
+
+    def steady(self, metric: str, node: str) -> bool:
+        """The metric's series on the node are constant in time (no effects, no slope) until
+        the node's view or impacts change."""
+        definition = self.metric(metric)
+        if definition is None or definition.pod_level or node not in self._nodes:
+            return False
+        built = self._cached(definition, node)
+        return built is not None and all(not t.effects and not t.slope for t in built.tracks)
 
     def forget(self, node: str) -> None:
         """Drop the node's cached labels (its driver version changed)."""
         self._views.pop(node, None)
 
     def _node_tracks(self, definition: MetricDef, node: str) -> list[Track]:
-        """Built on every call, not cached: cheap (tuples, slotted tracks, shared labels), and
-        memory stays flat however many metrics a 4,096-node sweep touches. Fault windows are
-        shared objects, so a drain shows up in the next read without invalidation."""
-        impacts = [
+        """The node's tracks of the metric (see `_cached`)."""
+        built = self._cached(definition, node)
+        if built is not None:
+            return built.tracks
+        return self._build(definition, node, self._view(node), self._impacts_on(definition, node))
+
+    def _cached(self, definition: MetricDef, node: str) -> _Built | None:
+        """The node's tracks of the metric, built once per (metric, node) and kept while they
+        cannot differ: the same node view (labels, busy) and the same impacts (compared by
+        identity). Fault windows are shared objects, so a drain shows up in the next read
+        without invalidation. None for metrics whose seeds follow live state (node state,
+        workloads, overlays): those are built on every read."""
+        if definition.name in _LIVE_METRICS:
+            return None
+        impacts, view = self._impacts_on(definition, node), self._view(node)
+        key = (definition.name, node)
+        built = self._built.get(key)
+        if built is None or not built.fits(view, impacts):
+            built = _Built.of(view, impacts, self._build(definition, node, view, impacts))
+            self._built[key] = built
+        return built
+
+    def _impacts_on(self, definition: MetricDef, node: str) -> tuple[Impact, ...]:
+        on_node = self._impacts.get(node)
+        if not on_node:  # the healthy majority
+            return ()
+        return tuple(
             i
-            for i in self._impacts.get(node, ())
+            for i in on_node
             if i.metric in (None, definition.name) and i.family in (None, definition.family)
-        ]
-        view = self._view(node)
+        )
+
+    def _build(
+        self, definition: MetricDef, node: str, view: NodeView, impacts: tuple[Impact, ...]
+    ) -> list[Track]:
         name, value_labels = definition.name, definition.value_labels
         counter = definition.kind == "counter"
         overlaid = name in OVERLAYS
@@ -210,6 +267,33 @@ class SeriesSource:
         )
 
 
+#: Metrics whose seeds read live state (node state, workloads) when built: never cached.
+_LIVE_METRICS = STATEFUL_METRICS | frozenset(OVERLAYS) | frozenset(WORKLOAD_METRICS)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Built:
+    """A (metric, node)'s tracks and what they were built from."""
+
+    view: NodeView
+    impacts: tuple[Impact, ...]
+    tracks: list[Track]
+    entities: dict[EntityKey, Track]
+    """The tracks by entity (the first of each, as a scan in order finds it)."""
+
+    @classmethod
+    def of(cls, view: NodeView, impacts: tuple[Impact, ...], tracks: list[Track]) -> _Built:
+        entities = {t.entity: t for t in reversed(tracks)}
+        return cls(view, impacts, tracks, entities)
+
+    def fits(self, view: NodeView, impacts: tuple[Impact, ...]) -> bool:
+        return (
+            view is self.view
+            and len(impacts) == len(self.impacts)
+            and all(a is b for a, b in zip(impacts, self.impacts, strict=True))
+        )
+
+
 def _own_effects(seed: Seed, *, counter: bool) -> list[Effect]:
     """The seed's own model-driven value and disappearance (an evicted pod's series)."""
     own: list[Effect] = []
@@ -221,7 +305,7 @@ def _own_effects(seed: Seed, *, counter: bool) -> list[Effect]:
 
 
 def _effects_for(
-    entity: EntityKey, *, impacts: list[Impact], extra: list[Effect]
+    entity: EntityKey, *, impacts: tuple[Impact, ...], extra: list[Effect]
 ) -> tuple[Effect, ...]:
     hits = [i.effect for i in impacts if i.entity is None or i.entity == entity]
     return order_effects([*extra, *hits])

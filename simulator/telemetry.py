@@ -208,7 +208,11 @@ def _evaluate(
     reading its training job through one shared reader) share one evaluation. The key holds
     the effects themselves (Computed compares by its reader's identity), never bare ids."""
     effects = track.effects
-    if not any(isinstance(e, Computed) for e in effects) or track.value_labels is not None:
+    if (
+        not effects
+        or track.value_labels is not None
+        or not any(isinstance(e, Computed) for e in effects)
+    ):
         return evaluate(track, fn, grid=grid)
     if effects not in shared:
         shared[effects] = evaluate(track, fn, grid=grid)

@@ -31,6 +31,7 @@ from bot.actions.policy import Policy, Risk, check_approver
 from bot.clock import FakeClock
 from bot.engine import deferred, executors
 from bot.engine.catalog import RunbookCatalog
+from bot.engine.collector import tune_collector
 from bot.engine.compiling import build_graph
 from bot.engine.inputs import resolve_inputs
 from bot.engine.leases import LeaseKeeper
@@ -96,6 +97,7 @@ class RunEngine:
         """How a run retries transient storage errors (bot/limits.py; tests shorten it)."""
         self._compiled: dict[str, Any] = {}
         executors.share()  # one thread pool for every run's steps, not one per stream
+        tune_collector()  # a fleet-wide read's objects die young (bot/engine/collector.py)
 
     def _app(self, loaded: LoadedRunbook) -> Any:
         if loaded.name not in self._compiled:
