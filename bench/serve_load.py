@@ -7,9 +7,12 @@ webhooks carry alerts no runbook takes, so no triage run competes for the CPU). 
 opens `--slow` connections that each declare a 9.9 MB body on a route that takes none or
 needs authentication (`/healthz`, `/slack/events`, `/incidents`, `POST /alerts` without the
 token) and drip it 16 KiB a second, reconnecting when cut off, while `--rate` webhooks/s are
-posted with the token for `--seconds`. The slow connections come from a second load process
-(one process could not drive both: the first full-size run stalled), the webhooks and the RSS
-sampling from this one. RSS is sampled every 0.5 s from /proc; after the burst,
+posted with the token for `--seconds`, over 100 keep-alive connections, each its own
+single-connection client (one httpx pool of 100 made the generator, not the server, set the
+latency: see docs/performance.md). The slow connections come from a second load process, the
+webhooks and the RSS sampling from this one. The report includes the generator's own event-loop
+lag and CPU time, the server's CPU time, and the machine's TCP counters (listen-queue overflows,
+retransmissions) during the webhooks. RSS is sampled every 0.5 s from /proc; after the burst,
 the time until RSS is back to 1.2x idle is reported, and the load average before and after
 (the load generator shares the machine's cores with `serve`: its own scheduling delay is in
 the latencies).
@@ -22,8 +25,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import sqlite3
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -157,41 +162,52 @@ def slow_child(port: int, count: int, seconds: float) -> None:
     print(json.dumps(asyncio.run(drive())), flush=True)
 
 
-async def webhooks(url: str, *, rate: int, seconds: float) -> dict[str, Any]:
+async def webhooks(url: str, *, rate: int, seconds: float, one_pool: bool) -> dict[str, Any]:
+    """Post `rate` webhooks/s for `seconds` over CONNECTIONS keep-alive connections. A request
+    due while every connection is busy waits for one (`waited_for_a_connection`, not in the
+    latency). Each connection is its own single-connection httpx client (`one_pool`: one
+    client with a pool of CONNECTIONS, the generator before 2026-11-26 20:55 UTC)."""
     starts = datetime.now(UTC) - timedelta(minutes=5)
     latencies: list[float] = []
+    waits: list[float] = []
     statuses: Counter[str] = Counter()
     headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
-    limits = httpx.Limits(max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS)
-    # Requests wait for a connection here, not in httpcore's pool: a pool with thousands of
-    # queued requests costs the generator a core (its scan is linear per request), and the
-    # generator, not the server, then sets the latency.
-    free = asyncio.Semaphore(CONNECTIONS)
-    waits: list[float] = []
-    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30) as client:
+    due: asyncio.Queue[tuple[int, float] | None] = asyncio.Queue()
+    tls = ssl.create_default_context()  # once: httpx would load the CA bundle per client
+    shared = httpx.AsyncClient(base_url=url, limits=_pool(CONNECTIONS), timeout=30, verify=tls)
 
-        async def one(index: int) -> None:
-            due = time.perf_counter()
-            async with free:
-                began = time.perf_counter()
-                waits.append(began - due)
-                try:
-                    response = await client.post("/alerts", content=webhook(index, starts),
-                                                  headers=headers)
-                    statuses[str(response.status_code)] += 1
-                except httpx.TransportError as exc:
-                    statuses[type(exc).__name__] += 1
-                    return
-                latencies.append(time.perf_counter() - began)
+    async def sender() -> None:
+        own = shared if one_pool else httpx.AsyncClient(
+            base_url=url, limits=_pool(1), timeout=30, verify=tls)  # fmt: skip
+        while (item := await due.get()) is not None:
+            index, at = item
+            began = time.perf_counter()
+            waits.append(began - at)
+            try:
+                response = await own.post("/alerts", content=webhook(index, starts),
+                                           headers=headers)  # fmt: skip
+                statuses[str(response.status_code)] += 1
+            except httpx.TransportError as exc:
+                statuses[type(exc).__name__] += 1
+                continue
+            latencies.append(time.perf_counter() - began)
+        if own is not shared:
+            await own.aclose()
 
-        tasks = []
-        began = time.perf_counter()
-        for index in range(int(rate * seconds)):
-            delay = began + index / rate - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(one(index)))
-        await asyncio.gather(*tasks)
+    lag = LoopLag()
+    watch = asyncio.create_task(lag.watch())
+    senders = [asyncio.create_task(sender()) for _ in range(CONNECTIONS)]
+    began = time.perf_counter()
+    for index in range(int(rate * seconds)):
+        delay = began + index / rate - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        due.put_nowait((index, time.perf_counter()))
+    for _ in senders:
+        due.put_nowait(None)
+    await asyncio.gather(*senders)
+    await shared.aclose()
+    watch.cancel()
     sent = int(rate * seconds)
     return {
         "sent": sent,
@@ -199,8 +215,52 @@ async def webhooks(url: str, *, rate: int, seconds: float) -> dict[str, Any]:
         "error_rate": round(1 - statuses.get("200", 0) / sent, 4),
         "p50_ms": round(percentile(latencies, 0.50) * 1000, 1),
         "p99_ms": round(percentile(latencies, 0.99) * 1000, 1),
+        "max_ms": round(max(latencies) * 1000, 1),
         "waited_for_a_connection_p99_ms": round(percentile(waits, 0.99) * 1000, 1),
+        "generator_loop_lag_p99_ms": round(percentile(lag.samples, 0.99) * 1000, 1),
     }
+
+
+def _pool(connections: int) -> httpx.Limits:
+    return httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+
+
+class LoopLag:
+    """How late the generator's own event loop wakes a 10 ms sleep: when it is hundreds of
+    ms, the generator (not the server) sets the latency."""
+
+    TICK = 0.01
+
+    def __init__(self) -> None:
+        self.samples: list[float] = [0.0]
+
+    async def watch(self) -> None:
+        while True:
+            began = time.perf_counter()
+            await asyncio.sleep(self.TICK)
+            self.samples.append(time.perf_counter() - began - self.TICK)
+
+
+def cpu_seconds(pid: int | str = "self") -> float:
+    """User plus system CPU time of a process, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+TCP_COUNTERS = ("ListenOverflows", "ListenDrops", "TCPBacklogDrop", "RetransSegs")
+
+
+def tcp_counters() -> dict[str, int]:
+    """Machine-wide TCP counters (/proc/net/netstat and snmp): a full accept queue shows as
+    ListenOverflows/ListenDrops, lost segments as RetransSegs."""
+    found: dict[str, int] = {}
+    for table in ("/proc/net/netstat", "/proc/net/snmp"):
+        lines = Path(table).read_text().splitlines()
+        for names, values in zip(lines[::2], lines[1::2], strict=False):
+            for name, value in zip(names.split()[1:], values.split()[1:], strict=False):
+                if name in TCP_COUNTERS:
+                    found[name] = int(value)
+    return found
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -227,7 +287,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
         await asyncio.sleep(min(5.0, args.seconds / 4))  # the slow connections open first
-        hooks = await webhooks(url, rate=args.rate, seconds=args.seconds)
+        tcp_before, cpu_before = tcp_counters(), (cpu_seconds(), cpu_seconds(pid))
+        hooks = await webhooks(url, rate=args.rate, seconds=args.seconds, one_pool=args.one_pool)
+        tcp = {name: count - tcp_before.get(name, 0) for name, count in tcp_counters().items()}
+        cpu = {"generator": round(cpu_seconds() - cpu_before[0], 1),
+               "server": round(cpu_seconds(pid) - cpu_before[1], 1)}  # fmt: skip
         out, _ = await asyncio.to_thread(slow.communicate, timeout=120)
         cut = json.loads(out.strip().splitlines()[-1]) if out.strip() else {"no report": 1}
         stop.set()
@@ -256,6 +320,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "load_after": Path("/proc/loadavg").read_text().split()[:3],
         "slow_requests_answered": cut,
         "webhooks": hooks,
+        "cpu_seconds_during_webhooks": cpu,
+        "tcp_counters_during_webhooks": tcp,
         "stored_alerts": stored,
         "lost": hooks["statuses"].get("200", 0) - stored,
     }
@@ -273,6 +339,9 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--settle", type=float, default=30.0)
+    parser.add_argument(
+        "--one-pool", action="store_true", help="the old generator: one httpx pool for all"
+    )
     args = parser.parse_args()
     print(json.dumps(asyncio.run(run(args)), indent=2))
 

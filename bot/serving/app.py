@@ -12,12 +12,14 @@ traceback. An alert is stored before its webhook is answered; triage runs in the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import hmac
 import logging
+import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -43,6 +45,7 @@ from bot.wiring.runtime import Runtime
 from bot.work.dispatching import TriageWorkers
 from storage import incidents as incident_store
 from storage.db import read_scope
+from storage.engines import BUSY_TIMEOUT_MS
 from storage.errors import StorageError
 
 if TYPE_CHECKING:
@@ -77,6 +80,9 @@ class OncallApp:
             storms=StormPolicy.from_settings(self.settings.intake),
             queue=self.workers,
             counters=self.counters,
+        )
+        self.webhook_turns = WriterTurns(
+            one_at_a_time=self.rt.db.dialect.name == "sqlite", wait_seconds=BUSY_TIMEOUT_MS / 1000
         )
         token = self.settings.server.token
         self._token = token.get_secret_value().encode() if token else None
@@ -158,8 +164,12 @@ class OncallApp:
 
     # -- on a pool thread ----------------------------------------------------------------------
     def alerts(self, request: Request) -> Reply:
-        """Validate, store (dedup, group, route), answer; then queue the triage runs."""
-        answer = self.webhooks.receive(request.body)
+        """Validate, store (dedup, group, route), answer; then queue the triage runs. On SQLite
+        the webhooks take turns (see WriterTurns)."""
+        with self.webhook_turns.take() as turn:
+            if not turn:
+                return Reply.json(503, {"error": "not stored, retry: database busy"})
+            answer = self.webhooks.receive(request.body)
         return Reply.json(answer.status, answer.body)
 
     def readyz(self) -> Reply:
@@ -196,6 +206,31 @@ class OncallApp:
     async def _not_found(self, request: StarletteRequest, exc: Exception) -> Response:
         error = {"error": f"no route '{request.url.path}'", "routes": self._routes()}
         return JSONResponse(error, 404)
+
+
+class WriterTurns:
+    """Webhooks stored one at a time on SQLite, which has one write lock anyway (other
+    backends: no turns). Threads waiting here are woken as soon as the turn is free; in
+    SQLite's busy handler they poll with sleeps of up to 100 ms, and under a steady stream a
+    waiter could lose every race for the whole busy timeout (the webhook p99 of issue 20 under
+    hostile load). A turn not had within `wait_seconds` (SQLite's busy timeout) is False: the
+    webhook is answered 503, as the busy timeout itself would."""
+
+    def __init__(self, *, one_at_a_time: bool, wait_seconds: float) -> None:
+        self.one_at_a_time, self.wait_seconds = one_at_a_time, wait_seconds
+        self._lock = threading.Lock() if one_at_a_time else None
+
+    @contextlib.contextmanager
+    def take(self) -> Iterator[bool]:
+        if self._lock is None:
+            yield True
+            return
+        held = self._lock.acquire(timeout=self.wait_seconds)
+        try:
+            yield held
+        finally:
+            if held:
+                self._lock.release()
 
 
 class _Pooled:
