@@ -46,6 +46,10 @@ FAILED = "failed"
 and still after someone resolves it by hand): left out of every MTTR figure."""
 COUNTED = "incident"
 """The only `incidents.kind` that has MTTR figures."""
+VERSION: BucketKey = ("_version", "", "", "", 0)
+"""The row whose `observations` is bumped by every `add_counts` that changes something, in the
+same upsert: a reader that saw version N and sees N again knows no bucket changed (a scrape then
+reads one row, not every bucket). Never cleared, so it only grows."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,8 @@ def add_counts(session: Session, counts: Counts) -> None:
     ]
     if not values:
         return
+    bump = dict(zip(_KEY_COLUMNS, VERSION, strict=True)) | {"observations": 1, "micros": 0}
+    values = sorted([*values, bump], key=lambda row: tuple(row[k] for k in _KEY_COLUMNS))
     session.connection().execute(_upsert(session.get_bind().dialect.name), values)
 
 
@@ -94,9 +100,11 @@ def _upsert(dialect: str) -> Any:
 
 
 def read_counts(session: Session) -> dict[BucketKey, tuple[int, int]]:
-    """Every bucket row (including emptied ones), as `Counts`."""
+    """Every bucket row (including emptied ones, not the version row), as `Counts`."""
     columns = [_BUCKETS.c[name] for name in _KEY_COLUMNS]
-    statement = select(*columns, _BUCKETS.c.observations, _BUCKETS.c.micros)
+    statement = select(*columns, _BUCKETS.c.observations, _BUCKETS.c.micros).where(
+        _BUCKETS.c.figure != VERSION[0]
+    )
     return {
         (str(row.figure), str(row.runbook), str(row.layer), str(row.severity), int(row.bucket)): (
             int(row.observations),
@@ -104,6 +112,15 @@ def read_counts(session: Session) -> dict[BucketKey, tuple[int, int]]:
         )
         for row in session.connection().execute(statement)
     }
+
+
+def read_version(session: Session) -> int | None:
+    """The buckets' version (`VERSION`): None on a database whose buckets were last written
+    before versions were kept."""
+    key = (_BUCKETS.c[name] == value for name, value in zip(_KEY_COLUMNS, VERSION, strict=True))
+    statement = select(_BUCKETS.c.observations).where(*key)
+    found = session.connection().execute(statement).scalar()
+    return None if found is None else int(found)
 
 
 def incident_columns(
@@ -150,13 +167,13 @@ def lock_for_rebuild(session: Session) -> None:
 
 
 def clear_counts(session: Session) -> None:
-    """Delete every bucket row (before a rebuild)."""
-    session.connection().execute(delete(_BUCKETS))
+    """Delete every bucket row but the version (before a rebuild, which bumps it)."""
+    session.connection().execute(delete(_BUCKETS).where(_BUCKETS.c.figure != VERSION[0]))
 
 
 def has_counts(session: Session, *, figure: str | None = None) -> bool:
-    """Whether any bucket row exists (of `figure`, when given)."""
-    query = exists().select_from(_BUCKETS)
+    """Whether any bucket row exists (of `figure`, when given; the version row is none)."""
+    query = exists().select_from(_BUCKETS).where(_BUCKETS.c.figure != VERSION[0])
     if figure is not None:
         query = query.where(_BUCKETS.c.figure == figure)
     return bool(session.connection().execute(select(query)).scalar())

@@ -119,6 +119,11 @@ def read_counts(session: Session) -> dict[BucketKey, tuple[int, int]]:
     return store.read_counts(session)
 
 
+def read_version(session: Session) -> int | None:
+    """The buckets' version, bumped by every change (`storage.figures.VERSION`)."""
+    return store.read_version(session)
+
+
 def from_scratch(session: Session) -> dict[BucketKey, tuple[int, int]]:
     """The buckets recomputed from every incident (reads them all)."""
     return tally(_of(columns) for columns in store.iter_incident_columns(session))

@@ -17,6 +17,7 @@ severities, and each new value would otherwise be a new series in every histogra
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -42,7 +43,7 @@ from bot.incidents.views import IncidentView
 from bot.intake.counters import COUNTERS, IntakeCounters
 from bot.limits import metric_severity
 from storage.db import session_scope
-from storage.figures import Counts
+from storage.figures import BucketKey, Counts
 
 PREFIX = "gpu_oncall"
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
@@ -171,35 +172,72 @@ def _render(collector: Collector) -> str:
 
 
 class _HistogramText:
-    """The histograms' exposition for the bucket rows last read. `prometheus_client` writes a
-    sample ~20x slower than a format string (it validates and escapes every label name), and
-    the rows change only when incidents do, so a scrape re-renders them only then: the cost of
-    a scrape follows the number of series when incidents changed, and is the read alone when
-    they did not."""
+    """The histograms' exposition, kept per family (one per figure) for the bucket rows last
+    read. `prometheus_client` writes a sample ~20x slower than a format string (it validates and
+    escapes every label name), and a change of incidents touches few figures, so a scrape
+    re-renders only the families whose rows changed."""
+
+    def __init__(self) -> None:
+        self._rows: dict[str, dict[BucketKey, tuple[int, int]]] = {}
+        self._text: dict[str, str] = {}
+
+    def get(self, counts: Counts) -> str:
+        by_figure: dict[str, dict[BucketKey, tuple[int, int]]] = {}
+        for key, value in figures.without_states(counts).items():
+            by_figure.setdefault(key[0], {})[key] = value
+        parts = []
+        for name in _empty_histograms():
+            rows = by_figure.get(name, {})
+            if name not in self._text or rows != self._rows.get(name):
+                self._text[name] = _render(HistogramCollector([_counted(rows)[name]]))
+                self._rows[name] = rows
+            parts.append(self._text[name])
+        return "".join(parts)
+
+
+@dataclass(frozen=True)
+class _Scraped:
+    version: int
+    by_state: Mapping[str, int]
+    histograms: str
+
+
+class _ScrapeCache:
+    """What the last scrape of each database read, keyed by the buckets' version: a scrape whose
+    version is the one last seen reads that one row and renders only the process counters, so
+    its cost depends neither on the incidents nor on the series. Per engine (weakly held), so
+    two databases in one process never share an entry."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._counts: Counts | None = None
-        self._text = ""
+        self._last: weakref.WeakKeyDictionary[Engine, _Scraped] = weakref.WeakKeyDictionary()
+        self._histograms: weakref.WeakKeyDictionary[Engine, _HistogramText] = (
+            weakref.WeakKeyDictionary()
+        )
 
-    def get(self, counts: Counts) -> str:
-        with self._lock:
-            if counts != self._counts:
-                self._text = _render(HistogramCollector(counted_histograms(counts)))
-                self._counts = dict(counts)
-            return self._text
+    def read(self, db: Engine) -> tuple[Mapping[str, int], str]:
+        with self._lock, session_scope(db) as session:
+            version = figures.read_version(session)
+            last = self._last.get(db)
+            if last is not None and version is not None and last.version == version:
+                return last.by_state, last.histograms
+            counts = figures.read_counts(session)  # read after the version: never older
+            by_state = figures.state_counts(counts)
+            text = self._histograms.setdefault(db, _HistogramText()).get(counts)
+            if version is not None:
+                self._last[db] = _Scraped(version, by_state, text)
+            return by_state, text
 
 
-_HISTOGRAMS = _HistogramText()
+_CACHE = _ScrapeCache()
 
 
 def scrape(db: Engine, counters: IntakeCounters) -> str:
-    """What `GET /metrics` serves: one read of the maintained rows (incidents by state and the
-    histogram buckets), whatever the number of incidents."""
-    with session_scope(db) as session:
-        counts = figures.read_counts(session)
-    by_state = figures.state_counts(counts)
-    return _render(BotCollector(counters, by_state=by_state)) + _HISTOGRAMS.get(counts)
+    """What `GET /metrics` serves: the buckets' version, then (only when it moved) the
+    maintained rows (incidents by state and the histogram buckets), whatever the number of
+    incidents."""
+    by_state, histograms = _CACHE.read(db)
+    return _render(BotCollector(counters, by_state=by_state)) + histograms
 
 
 def _empty_histograms() -> dict[str, Histogram]:
@@ -225,13 +263,17 @@ def _empty_histograms() -> dict[str, Histogram]:
 def counted_histograms(counts: Counts) -> list[Histogram]:
     """One histogram per published figure (mttr.DEFINITIONS), from the maintained buckets
     (`figures.read_counts`): what `/metrics` serves."""
+    return list(_counted(counts).values())
+
+
+def _counted(counts: Counts) -> dict[str, Histogram]:
     histograms = _empty_histograms()
     for (figure, runbook, layer, severity, index), (n, micros) in figures.without_states(
         counts
     ).items():
         labels = (runbook, layer, metric_severity(severity))
         histograms[figure].add(labels, index, observations=n, micros=micros)
-    return list(histograms.values())
+    return histograms
 
 
 def figure_histograms(incidents: Iterable[IncidentView]) -> list[Histogram]:
