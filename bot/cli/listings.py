@@ -122,7 +122,7 @@ def light_read(args: Namespace, config: ReadConfig, term: Terminal) -> int | Non
     if args.command == "incident":
         return _light_incident(config, term, ref=args.incident, as_json=args.json)
     if args.command == "mttr":
-        from bot.intake.commands import parse_window
+        from bot.intake.windows import parse_window
 
         return _light_mttr(
             config, term, window=parse_window(args.since), label=args.since, by=args.by,

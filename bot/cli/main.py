@@ -463,7 +463,7 @@ def _read(args: argparse.Namespace, settings: Settings, term: Terminal) -> int:
         return listings.list_alerts(
             settings, term, unrouted=args.unrouted, limit=args.limit, as_json=args.json
         )
-    from bot.intake.commands import parse_window
+    from bot.intake.windows import parse_window
 
     window = parse_window(args.since)
     return listings.mttr(

@@ -151,6 +151,7 @@ LIGHT_NEVER = (
     "bot.engine.loading",
     "bot.engine.running",
     "bot.wiring",
+    "bot.intake.commands",  # the `/gpu` grammar: `mttr` parses its window with bot.intake.windows
     *HEAVY,
 )
 """What the light read-only commands may not load (a prefix names the package and its modules)."""
