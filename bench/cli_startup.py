@@ -2,7 +2,8 @@
 console script, per command, on a SQLite database holding `--incidents` incidents.
 
 The commands measured are the ones a person types while an incident runs and expects an answer
-from at once: `--help`, `incidents`, `incidents --all`, `incident INC-1`, `alerts`, `mttr`.
+from at once: `--help`, `incidents`, `incidents --all`, `incident INC-1`, `alerts`, `mttr`, and
+`classify-log` on a one-line file. `--demo` measures on the database `gpu-oncall demo` leaves.
 Each is run `--runs` times in a fresh process (no warm interpreter); the table gives the
 minimum wall time (the start-up cost on an idle machine), the median (what a busy machine gives),
 the minimum CPU time (user + system: what a shared machine distorts least), and the modules each
@@ -10,7 +11,7 @@ command imported (from `python -X importtime`) that a listing should not need.
 Commands this release does not have are reported as such, so the script also measures an
 older tree (the "before" figures in docs/performance.md).
 
-    python bench/cli_startup.py --runs 10
+    python bench/cli_startup.py --runs 10 [--demo]
 """
 
 from __future__ import annotations
@@ -37,7 +38,10 @@ COMMANDS: tuple[tuple[str, ...], ...] = (
     ("incident", "INC-1"),
     ("alerts",),
     ("mttr", "--since", "30d"),
+    ("classify-log", "{log}"),
 )
+LOG_LINE = "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.\n"
+"""The small file `classify-log` reads (one XID 79 line)."""
 HEAVY = ("langgraph", "langchain_core", "slack_bolt", "slack_sdk", "kubernetes", "httpx")
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -124,22 +128,40 @@ def heavy_imports(args: tuple[str, ...], env: dict[str, str], root: Path | None)
     return sorted(seen & set(HEAVY))
 
 
-def measure(runs: int, incidents: int, root: Path | None = None) -> list[dict[str, Any]]:
+def seed_demo(url: str, cwd: str) -> None:
+    """The database `gpu-oncall demo --yes` leaves: one incident with its alerts, run, actions,
+    approval and timeline (what a person's reads meet), made by this tree."""
+    env = os.environ | {"GPU_ONCALL_STORAGE__URL": url, "NO_COLOR": "1"}
+    subprocess.run(
+        [str(EXE), "demo", "--yes"], env=env, cwd=cwd, capture_output=True, check=True
+    )
+
+
+def measure(
+    runs: int, incidents: int, root: Path | None = None, *, demo: bool = False
+) -> list[dict[str, Any]]:
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite:///{tmp}/oncall.db"
-        seed_in(root, url, incidents)
+        if demo:
+            seed_demo(url, tmp)
+        else:
+            seed_in(root, url, incidents)
+        log = Path(tmp) / "kern.log"
+        log.write_text(LOG_LINE)
         env = os.environ | {"GPU_ONCALL_STORAGE__URL": url, "NO_COLOR": "1"}
-        for args in COMMANDS:
+        for template in COMMANDS:
+            args = tuple(a.format(log=log) for a in template)
+            shown = " ".join(template).replace("{log}", "kern.log")
             first = run_once(args, env, root)
             if first[2] == 2 and "invalid choice" in _stderr(args, env, root):
-                results.append({"command": " ".join(args), "missing": True})
+                results.append({"command": shown, "missing": True})
                 continue
             samples = [first] + [run_once(args, env, root) for _ in range(runs - 1)]
             walls, cpus = [s[0] for s in samples], [s[1] for s in samples]
             results.append(
                 {
-                    "command": " ".join(args),
+                    "command": shown,
                     "exit": first[2],
                     "min_s": round(min(walls), 3),
                     "median_s": round(statistics.median(walls), 3),
@@ -161,6 +183,11 @@ def main() -> None:
     parser.add_argument("--incidents", type=int, default=50, help="incidents in the database")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     parser.add_argument(
+        "--demo",
+        action="store_true",
+        help="measure on the database `gpu-oncall demo --yes` leaves instead of --incidents",
+    )
+    parser.add_argument(
         "--root",
         type=Path,
         help="measure another tree's CLI (e.g. `git archive <commit> bot integrations storage "
@@ -169,7 +196,7 @@ def main() -> None:
     opts = parser.parse_args()
     from common import machine  # imports this tree's packages: not in the seeding process
 
-    results = measure(max(opts.runs, 1), opts.incidents, opts.root)
+    results = measure(max(opts.runs, 1), opts.incidents, opts.root, demo=opts.demo)
     print(f"machine: {machine()}")
     print(f"{'COMMAND':<26} {'MIN':>7} {'MEDIAN':>7} {'CPU':>7}  HEAVY IMPORTS")
     for row in results:

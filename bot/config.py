@@ -22,6 +22,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.limits import STEP_DEADLINE_SECONDS
+from storage.defaults import DEFAULT_DATABASE_URL
 
 
 class SettingsGroup(BaseModel):
@@ -35,7 +36,7 @@ class SettingsGroup(BaseModel):
 
 
 class StorageSettings(SettingsGroup):
-    url: str = "sqlite:///.gpu-oncall/oncall.db"
+    url: str = DEFAULT_DATABASE_URL
     """SQLAlchemy URL of the database. SQLite by default (a file; nothing to install);
     `postgresql+psycopg://...` for production. The LangGraph checkpointer lives beside it."""
     migrate: bool = True

@@ -12,7 +12,7 @@ own series, so both read the same semantics. docs/signals.md is the reference.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -36,6 +36,9 @@ Agg = Literal["max", "min", "avg", "sum", "count"]
 Selector = Literal["node", "workload"]
 
 #: Labels that identify one sample within a node, by `per`.
+_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's safe loader (about ten times faster), the pure-Python one where it is missing."""
+
 IDENTITY_LABELS: dict[str, tuple[str, ...]] = {
     "gpu": ("gpu", "UUID"),
     "hca": ("device", "port"),
@@ -176,7 +179,7 @@ class SignalCatalog:
 def load_signal_catalog(path: Path) -> SignalCatalog:
     """Read and validate a signal catalog YAML file. Errors name the file and the field."""
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml.load(path.read_text(), Loader=_LOADER)  # noqa: S506 (a safe loader)
     except (OSError, yaml.YAMLError) as exc:
         raise SignalCatalogError(f"{path}: cannot read signal catalog: {exc}") from exc
     try:

@@ -7,7 +7,6 @@ unique index, so two replicas receiving the same alert cannot both open an incid
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -17,25 +16,17 @@ from sqlmodel import Session, col, func, select
 
 from storage.db import insert_unique
 from storage.errors import IncidentAlreadyOpenError
+from storage.refs import parse_incident_ref as parse_incident_ref  # re-exported
 from storage.tables import Incident, TimelineEvent
 
 RESOLVED = "resolved"
 CLOSED = ("resolved", "failed")
 """States that free an incident's group key (storage/tables.py OPEN_INCIDENT_PREDICATE)."""
-_REF = re.compile(r"^\s*(?:inc-?)?(\d+)\s*$", re.IGNORECASE)
 
 
 def group_key(*, runbook: str, target: str) -> str:
     """The grouping key of an incident: one open incident per (runbook, target)."""
     return f"{runbook}:{target}"
-
-
-def parse_incident_ref(ref: str | int) -> int | None:
-    """`"INC-7"`, `"inc-7"`, `"7"` or `7` -> 7; anything else -> None."""
-    if isinstance(ref, int):
-        return ref if ref > 0 else None
-    match = _REF.match(ref)
-    return int(match.group(1)) if match else None
 
 
 def create_incident(

@@ -8,18 +8,26 @@ incident views and the pure renderers; never LangGraph, Slack, Kubernetes or the
 from __future__ import annotations
 
 import json
-from datetime import timedelta
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from bot.clock import SystemClock
 from bot.incidents.mttr import DEFINITIONS, compute_figures, format_duration
 from bot.incidents.views import EventView, IncidentView, event_views, incident_view
 
 if TYPE_CHECKING:
+    from argparse import Namespace
+
     from sqlalchemy.engine import Engine
 
+    from bot.cli.read_config import ReadConfig
     from bot.cli.terminal import Terminal
     from bot.config import Settings
+    from bot.incidents.gpu_hours import GpuHours
+    from bot.incidents.mttr_groups import Group
+    from bot.intake.routing import AlertRoute
 
 SHOWN_EVENTS = 40
 """Timeline events `incident` prints (the newest); `--json` and `postmortem` give them all."""
@@ -44,7 +52,7 @@ def list_incidents(
 
     A database already at this release's schema is read with SQLAlchemy Core alone
     (storage/glance.py: the answer in about half the time); any other goes the full way."""
-    views = _glance(settings, open_only=not include_resolved)
+    views = _glance(settings.storage.url, open_only=not include_resolved)
     if views is None:
         from storage import incidents as incident_store
         from storage.db import session_scope
@@ -54,6 +62,12 @@ def list_incidents(
                 session, open_only=not include_resolved, limit=LISTED
             )
             views = [incident_view(row) for row in rows]
+    return _print_incidents(term, views, include_resolved=include_resolved, as_json=as_json)
+
+
+def _print_incidents(
+    term: Terminal, views: list[IncidentView], *, include_resolved: bool, as_json: bool
+) -> int:
     if as_json:
         term.line(json.dumps([v.to_dict() for v in views], indent=2, default=str))
         return 0
@@ -74,24 +88,103 @@ def list_incidents(
     return 0
 
 
-def _glance(settings: Settings, *, open_only: bool) -> list[IncidentView] | None:
+def _glance(url: str, *, open_only: bool) -> list[IncidentView] | None:
     """The listing from storage/glance.py, or None when the full path must answer."""
     from storage import glance
+
+    with _core(url) as db:
+        rows = glance.recent_incidents(db, open_only=open_only, limit=LISTED)
+    return None if rows is None else [incident_view(row) for row in rows]
+
+
+@contextmanager
+def _core(url: str) -> Iterator[Engine]:
+    """An engine of one connection for a light read, disposed after it."""
     from storage.engines import make_engine
 
-    db = make_engine(settings.storage.url, pool_size=1, max_overflow=0)
+    db = make_engine(url, pool_size=1, max_overflow=0)
     try:
-        rows = glance.recent_incidents(db, open_only=open_only, limit=LISTED)
-        return None if rows is None else [incident_view(row) for row in rows]
+        yield db
     finally:
         db.dispose()
+
+
+def light_read(args: Namespace, config: ReadConfig, term: Terminal) -> int | None:
+    """`incidents`, `incident INC-N`, `mttr` or `alerts` answered from `config` with SQLAlchemy Core
+    (storage/glance.py), printed as the full path prints them; None when the full path must
+    answer (a database not at this release's schema, an unknown incident, a figure only the
+    full path computes, an alert no incident took: its reason needs the runbooks)."""
+    if args.command == "incidents":
+        views = _glance(config.storage_url, open_only=not args.all)
+        if views is None:
+            return None
+        return _print_incidents(term, views, include_resolved=args.all, as_json=args.json)
+    if args.command == "incident":
+        return _light_incident(config, term, ref=args.incident, as_json=args.json)
+    if args.command == "mttr":
+        from bot.intake.windows import parse_window
+
+        return _light_mttr(
+            config, term, window=parse_window(args.since), label=args.since, by=args.by,
+            as_json=args.json,
+        )
+    if args.command == "alerts" and not args.unrouted:
+        return _light_alerts(config, term, limit=max(args.limit, 1), as_json=args.json)
+    return None
+
+
+def _light_alerts(config: ReadConfig, term: Terminal, *, limit: int, as_json: bool) -> int | None:
+    """The alerts when each went to an incident; an unrouted one needs its reason, which only
+    routing with the runbooks gives (the full path)."""
+    from bot.intake.alert_rows import alert_row
+    from storage import glance
+
+    with _core(config.storage_url) as db:
+        stored = glance.recent_alerts(db, limit=limit)
+    if stored is None or any(row.incident_id is None for row in stored):
+        return None
+    rows = [alert_row(row, None) for row in stored]
+    return _print_alerts(term, rows, unrouted=False, as_json=as_json)
+
+
+def _light_incident(config: ReadConfig, term: Terminal, *, ref: str, as_json: bool) -> int | None:
+    from bot.incidents.gpu_records import gpu_hours_of
+    from storage import glance
+
+    now = SystemClock().now()
+    with _core(config.storage_url) as db:
+        record = glance.incident_record(db, ref)
+    if record is None:
+        return None
+    view = incident_view(record.incident)
+    events = event_views(record.events)
+    cost = gpu_hours_of(record.incident, record.actions, record.events, now=now)
+    return _print_incident(
+        term, view, events, cost, url=config.incident_url(view.ref), as_json=as_json
+    )
+
+
+def _light_mttr(
+    config: ReadConfig, term: Terminal, *, window: timedelta, label: str, by: str, as_json: bool
+) -> int | None:
+    from bot.incidents.mttr_groups import summarize
+    from storage import glance
+
+    until = SystemClock().now()
+    since = until - window
+    with _core(config.storage_url) as db:
+        rows = glance.resolved_incidents(db, since=since)
+    if rows is None or any(row.gpu_hours_lost is None for row in rows):
+        return None  # a figure stored before GPU-hours were: the full path computes it
+    costs = {row.id: row.gpu_hours_lost for row in rows}
+    groups = summarize([incident_view(row) for row in rows], by=by, gpu_hours=costs)
+    return _print_mttr(term, groups, since=since, until=until, label=label, by=by, as_json=as_json)
 
 
 def show_incident(settings: Settings, term: Terminal, *, ref: str, as_json: bool) -> int:
     """`gpu-oncall incident INC-N`: header, timestamps, MTTx with formulas, GPU-hours, and the
     timeline with each event's number (what `pin` takes) and a mark on pinned ones."""
     from bot.incidents.costing import read_gpu_hours
-    from bot.incidents.gpu_hours import render_gpu_hours
     from bot.incidents.reporting import read_incident
     from storage import incidents as incident_store
     from storage.db import session_scope
@@ -103,10 +196,25 @@ def show_incident(settings: Settings, term: Terminal, *, ref: str, as_json: bool
         view = incident_view(row)
         events = event_views(incident_store.list_events(session, row.id or 0))
         cost = read_gpu_hours(session, row, now=now)
+    url = settings.pages.incident_url(view.ref)
+    return _print_incident(term, view, events, cost, url=url, as_json=as_json)
+
+
+def _print_incident(
+    term: Terminal,
+    view: IncidentView,
+    events: list[EventView],
+    cost: GpuHours,
+    *,
+    url: str | None,
+    as_json: bool,
+) -> int:
+    from bot.incidents.gpu_hours import render_gpu_hours
+
     if as_json:
         data = {
             "incident": view.to_dict(),
-            "page": settings.pages.incident_url(view.ref),
+            "page": url,
             "figures": view.figures().as_seconds(),
             "gpu_hours": cost.to_dict(),
             "timeline": [e.to_dict() for e in events],
@@ -115,7 +223,6 @@ def show_incident(settings: Settings, term: Terminal, *, ref: str, as_json: bool
         return 0
     for line in _header(view):
         term.line(line)
-    url = settings.pages.incident_url(view.ref)
     if url is not None:
         term.line(f"page: {url}")
     for line in render_gpu_hours(cost):
@@ -168,23 +275,31 @@ def list_alerts(
 ) -> int:
     """`gpu-oncall alerts [--unrouted]`: received alerts, newest first; unrouted ones with the
     reason no runbook took them (routed again with today's runbooks)."""
-    from bot.actions.registry import default_registry
-    from bot.engine.catalog import load_catalog
     from bot.intake.listing import alert_rows
-    from integrations.signals import load_signal_catalog
-    from runbooks import RUNBOOK_DIR, SIGNALS_FILE
     from storage.db import session_scope
 
-    catalog = load_catalog(
-        [RUNBOOK_DIR, *settings.runbook_dirs],
-        signals=load_signal_catalog(SIGNALS_FILE).names(),
-        actions=default_registry().names(),
-    )
-    db = _db(settings)
-    with session_scope(db) as session:
-        rows = alert_rows(
-            session, routes=catalog.alert_routes(), unrouted=unrouted, limit=max(limit, 1)
+    def routes() -> dict[str, AlertRoute]:
+        from bot.actions.registry import default_registry
+        from bot.engine.catalog import load_catalog
+        from integrations.signals import load_signal_catalog
+        from runbooks import RUNBOOK_DIR, SIGNALS_FILE
+
+        catalog = load_catalog(
+            [RUNBOOK_DIR, *settings.runbook_dirs],
+            signals=load_signal_catalog(SIGNALS_FILE).names(),
+            actions=default_registry().names(),
         )
+        return catalog.alert_routes()
+
+    db = _db(settings)
+    with session_scope(db) as session:  # the runbooks are read only for an unrouted alert
+        rows = alert_rows(session, routes=routes, unrouted=unrouted, limit=max(limit, 1))
+    return _print_alerts(term, rows, unrouted=unrouted, as_json=as_json)
+
+
+def _print_alerts(
+    term: Terminal, rows: list[dict[str, Any]], *, unrouted: bool, as_json: bool
+) -> int:
     if as_json:
         term.plain(json.dumps(rows, indent=2, default=str))
         return 0
@@ -212,7 +327,6 @@ def mttr(
 ) -> int:
     """`gpu-oncall mttr [--since 7d] [--by runbook|layer|week] [--json]`: p50/p90 of each
     figure and the GPU-hours lost, over the incidents resolved in the window."""
-    from bot.incidents.mttr_groups import formulas, render_table, to_json
     from bot.incidents.reporting import read_mttr_groups
     from storage.db import session_scope
 
@@ -221,6 +335,21 @@ def mttr(
     db = _db(settings)
     with session_scope(db) as session:
         groups = read_mttr_groups(session, since=since, until=until, by=by)
+    return _print_mttr(term, groups, since=since, until=until, label=label, by=by, as_json=as_json)
+
+
+def _print_mttr(
+    term: Terminal,
+    groups: list[Group],
+    *,
+    since: datetime,
+    until: datetime,
+    label: str,
+    by: str,
+    as_json: bool,
+) -> int:
+    from bot.incidents.mttr_groups import formulas, render_table, to_json
+
     if as_json:
         term.line(json.dumps(to_json(groups, by=by, since=since, until=until), indent=2))
         return 0

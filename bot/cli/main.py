@@ -287,6 +287,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(args: argparse.Namespace, term: Terminal) -> int:
     try:
+        if args.command in LIGHT_READS:
+            done = _light_read(args, term)
+            if done is not None:
+                return done
         settings = read_settings()
         from bot.cli.log_format import configure_logging
 
@@ -459,12 +463,36 @@ def _read(args: argparse.Namespace, settings: Settings, term: Terminal) -> int:
         return listings.list_alerts(
             settings, term, unrouted=args.unrouted, limit=args.limit, as_json=args.json
         )
-    from bot.intake.commands import parse_window
+    from bot.intake.windows import parse_window
 
     window = parse_window(args.since)
     return listings.mttr(
         settings, term, window=window, label=args.since, by=args.by, as_json=args.json
     )
+
+
+LIGHT_READS = ("incidents", "incident", "mttr", "alerts", "classify-log")
+"""Read-only commands answered without `Settings` (and the reads without the ORM) when nothing
+needs them; `classify-log` reads no setting at all."""
+
+
+def _light_read(args: argparse.Namespace, term: Terminal) -> int | None:
+    """A read-only command on the light path (bot/cli/read_config.py, storage/glance.py), or
+    None when only the full path may answer; it prints what the full path prints. The logging
+    stays `main`'s: the same as `configure_logging` with no `GPU_ONCALL_LOG__*` set, which the
+    light reader requires."""
+    from bot.cli.read_config import read_light
+
+    config = read_light()
+    if config is None:
+        return None
+    if args.command == "classify-log":
+        from bot.cli.evidence import classify_log
+
+        return classify_log(term, source=args.file, as_json=args.json)
+    from bot.cli import listings
+
+    return listings.light_read(args, config, term)
 
 
 def _record(args: argparse.Namespace, settings: Settings, term: Terminal, *, actor: str) -> int:

@@ -16,13 +16,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 
 from bot.errors import UserInputError
-from integrations import durations
+from bot.intake.windows import parse_window as parse_window  # re-exported
 from integrations.errors import InvalidName
 from integrations.names import check_node_name
 
 _KEY = re.compile(r"^[a-z_][a-z0-9_]*$")
 _INCIDENT = re.compile(r"^(?:inc-?)?(\d{1,9})$", re.IGNORECASE)
-MAX_WINDOW = timedelta(days=366)
 DEFAULT_WINDOW = "7d"
 MAX_COMMAND_CHARS = 4096
 """Longest `/gpu` command text (and longest CLI KEY=VALUE input); node ranges such as
@@ -512,19 +511,6 @@ def parse_incident_id(text: str) -> int:
             f"'{text}' is not an incident id (use INC-42 or 42; /gpu incidents lists them)"
         )
     return int(match.group(1))
-
-
-def parse_window(text: str) -> timedelta:
-    """`90m`, `24h`, `7d`, `2w` (integrations/durations.py) -> a timedelta of at most a year."""
-    try:
-        window = durations.parse_duration(text.strip().lower())
-    except durations.InvalidDuration:
-        raise UserInputError(
-            f"'{text}' is not a window (a duration such as 90m, 24h, 7d, 2w)"
-        ) from None
-    if not timedelta(0) < window <= MAX_WINDOW:
-        raise UserInputError(f"window '{text}' must be more than 0 and at most 366d")
-    return window
 
 
 def parse_pairs(pairs: Iterable[str], *, where: str = "input") -> dict[str, str]:

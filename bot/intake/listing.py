@@ -5,12 +5,13 @@ runbooks, so the listing stays right after a runbook that takes the alert is add
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import ValidationError
 from sqlmodel import Session
 
+from bot.intake.alert_rows import alert_row
 from bot.intake.alerts import REJECTED, Alert
 from bot.intake.routing import AlertRoute, Unroutable, route_alert
 from storage import alerts as alert_store
@@ -18,22 +19,37 @@ from storage.tables import ReceivedAlert
 
 
 def alert_rows(
-    session: Session, *, routes: Mapping[str, AlertRoute], unrouted: bool, limit: int
+    session: Session,
+    *,
+    routes: Mapping[str, AlertRoute] | Callable[[], Mapping[str, AlertRoute]],
+    unrouted: bool,
+    limit: int,
 ) -> list[dict[str, Any]]:
-    """Newest first. `unrouted`: only alerts attached to no incident that no runbook takes."""
+    """Newest first. `unrouted`: only alerts attached to no incident that no runbook takes.
+    `routes` may be a function giving them: it is called only if an alert attached to no
+    incident is listed (loading the runbooks costs more than the listing)."""
     rows: list[dict[str, Any]] = []
     batch = alert_store.list_alerts(session, unattached_only=unrouted, limit=limit * 4 or 1)
+    known: list[Mapping[str, AlertRoute]] = []
+
+    def table() -> Mapping[str, AlertRoute]:
+        if not known:
+            known.append(routes() if callable(routes) else routes)
+        return known[0]
+
     for stored in batch:
-        reason = _unroutable_reason(stored, routes) if stored.incident_id is None else None
+        reason = _unroutable_reason(stored, table) if stored.incident_id is None else None
         if unrouted and reason is None:
             continue  # e.g. a resolved alert whose incident had already closed
-        rows.append(_row(stored, reason))
+        rows.append(alert_row(stored, reason))
         if len(rows) >= limit:
             break
     return rows
 
 
-def _unroutable_reason(stored: ReceivedAlert, routes: Mapping[str, AlertRoute]) -> str | None:
+def _unroutable_reason(
+    stored: ReceivedAlert, routes: Callable[[], Mapping[str, AlertRoute]]
+) -> str | None:
     if REJECTED in stored.annotations:  # refused at intake (bot.intake.alerts.screen_alerts)
         return f"rejected: {stored.annotations[REJECTED]}"
     try:
@@ -45,21 +61,5 @@ def _unroutable_reason(stored: ReceivedAlert, routes: Mapping[str, AlertRoute]) 
         )
     except ValidationError:
         return "stored alert no longer parses"
-    route = route_alert(alert, routes)
+    route = route_alert(alert, routes())
     return route.reason if isinstance(route, Unroutable) else None
-
-
-def _row(stored: ReceivedAlert, reason: str | None) -> dict[str, Any]:
-    return {
-        "received_at": stored.received_at,
-        "status": stored.status,
-        "alertname": stored.alertname,
-        "fingerprint": stored.fingerprint,
-        "starts_at": stored.starts_at,
-        "ends_at": stored.ends_at,
-        "labels": dict(stored.labels),
-        "annotations": dict(stored.annotations),
-        "incident": f"INC-{stored.incident_id}" if stored.incident_id else None,
-        "runbook": stored.runbook,
-        "reason": reason,
-    }

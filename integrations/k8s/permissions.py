@@ -6,16 +6,26 @@ clusterrole.yaml grants them; tests/deploy/test_rbac_matches_adapter.py keeps bo
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Collection
+from typing import Any, Protocol, TypeVar
 
 from kubernetes import client
 
 from integrations.cluster import Permission
 from integrations.errors import ClusterError
 
-if TYPE_CHECKING:
-    from integrations.k8s.transport import Transport
+T = TypeVar("T")
+
+
+class Transport(Protocol):
+    """What the reviews use of `integrations.k8s.transport.Transport` (a protocol, so that
+    module and this one do not import each other, not even for typing)."""
+
+    api: Any
+    authz: Any
+    timeout: float
+
+    def send(self, need: Permission, call: Callable[[], T]) -> T: ...
 
 GET_NODES = Permission("get", "nodes")
 LIST_NODES = Permission("list", "nodes")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,7 @@ try:
     code = main(sys.argv[1:])
 except SystemExit as exc:  # --help exits inside argparse
     code = exc.code
-loaded = sorted({name.split(".")[0] for name in sys.modules})
+loaded = sorted(sys.modules)
 sys.stdout.flush()
 sys.stderr.write("LOADED " + " ".join(loaded) + "\\n")
 raise SystemExit(code)
@@ -38,6 +39,13 @@ raise SystemExit(code)
 def loaded_by(tmp_path: Path, *args: str) -> tuple[int, set[str]]:
     """Run the CLI in a fresh interpreter; return its exit code and the top-level packages it
     had imported when the command finished."""
+    code, modules = modules_loaded_by(tmp_path, *args)
+    return code, {name.split(".")[0] for name in modules}
+
+
+def modules_loaded_by(tmp_path: Path, *args: str) -> tuple[int, set[str]]:
+    """Run the CLI in a fresh interpreter; return its exit code and every module it had
+    imported when the command finished."""
     env = dict(os.environ)
     env["GPU_ONCALL_STORAGE__URL"] = f"sqlite:///{tmp_path / 'oncall.db'}"
     done = subprocess.run(
@@ -85,6 +93,93 @@ def test_incident_reads_and_verbs_load_no_engine_slack_or_kubernetes(
     _, loaded = loaded_by(current_db, *args)  # INC-1 does not exist: exit 2, same imports
     assert "sqlalchemy" in loaded  # the probe did run the command
     assert not loaded & {*HEAVY, "alembic"}
+
+
+@pytest.fixture
+def incident_db(current_db: Path) -> Path:
+    """A current database holding INC-1, resolved (its GPU-hours stored) with a routed alert:
+    what the light reads answer from."""
+    from bot.incidents import lifecycle
+    from bot.incidents.states import IncidentState
+    from storage import alerts
+    from storage.db import session_scope
+
+    at = datetime.now(UTC) - timedelta(hours=2)
+    engine = make_engine(f"sqlite:///{current_db / 'oncall.db'}")
+    with session_scope(engine) as session:
+        row = lifecycle.open_incident(
+            session,
+            runbook="ecc-storm",
+            target="gpu-node-03",
+            target_kind="node",
+            severity="critical",
+            title="ECC storm",
+            fired_at=at,
+            detected_at=at,
+            actor="bot",
+        )
+        stored, _ = alerts.record_alert(
+            session,
+            fingerprint="f1",
+            status="firing",
+            starts_at=at,
+            ends_at=None,
+            alertname="GPUEccStorm",
+            labels={"Hostname": "gpu-node-03"},
+            annotations={},
+            received_at=at,
+        )
+        alerts.attach_alert(
+            session, alert_id=stored.id or 0, incident_id=row.id or 0, runbook="ecc-storm"
+        )
+        lifecycle.transition(
+            session, row, to=IncidentState.RESOLVED, at=at + timedelta(minutes=30), actor="bot"
+        )
+    engine.dispose()
+    return current_db
+
+
+LIGHT_NEVER = (
+    "pydantic_settings",  # the settings are read by bot/cli/read_config.py
+    "bot.config",
+    "sqlmodel",  # SQLAlchemy Core rows, not the ORM tables
+    "storage.tables",
+    "alembic",  # the schema is checked by its revision, not migrated
+    "yaml",  # no runbook is read
+    "jinja2",  # no template is compiled
+    "bot.engine.catalog",  # nor the catalog linked (bot.engine.summaries, pure, is fine)
+    "bot.engine.loading",
+    "bot.engine.running",
+    "bot.wiring",
+    "bot.intake.commands",  # the `/gpu` grammar: `mttr` parses its window with bot.intake.windows
+    *HEAVY,
+)
+"""What the light read-only commands may not load (a prefix names the package and its modules)."""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("incidents",),
+        ("incidents", "--all", "--json"),
+        ("incident", "INC-1"),
+        ("mttr", "--since", "1d"),
+        ("alerts",),
+    ],
+)
+def test_each_read_only_command_answers_on_the_light_path(
+    incident_db: Path, args: tuple[str, ...]
+) -> None:
+    code, modules = modules_loaded_by(incident_db, *args)
+    assert code == 0
+    assert "storage.glance" in modules  # the light path did answer
+    loaded = sorted(
+        name
+        for name in modules
+        for never in LIGHT_NEVER
+        if name == never or name.startswith(never + ".")
+    )
+    assert not loaded, f"{' '.join(args)} loaded {loaded}"
 
 
 def test_classify_log_loads_no_engine_storage_adapters_or_simulator(tmp_path: Path) -> None:
