@@ -12,6 +12,7 @@ from bot.incidents.views import EventView, IncidentView
 from bot.slack import messages
 from bot.slack.kit import Block, Line, context, divider, escape, fit, render_line, section
 from bot.slack.messages import mention
+from bot.slack.page_link import PageLink
 
 MAX_LISTED = 20
 MAX_EVENTS = 15
@@ -51,8 +52,11 @@ def incidents_blocks(views: Sequence[IncidentView], *, include_resolved: bool) -
     return fit(blocks, pointer="`/gpu incident <id>` for one")
 
 
-def incident_blocks(view: IncidentView, events: Sequence[EventView]) -> list[Block]:
-    """`/gpu incident INC-7`: state, verdict, figures and the latest timeline events."""
+def incident_blocks(
+    view: IncidentView, events: Sequence[EventView], link: PageLink | None = None
+) -> list[Block]:
+    """`/gpu incident INC-7`: state, verdict, figures, the latest timeline events and a fresh
+    page link (`link`: signed now, so it replaces one that expired in the triage message)."""
     culprits = ", ".join(view.culprits) or "none"
     layer = f"`{view.layer}` ({view.confidence or 0:.0%})" if view.layer else "not yet diagnosed"
     ack = f" · acknowledged by {mention(view.acknowledged_by)}" if view.acknowledged_by else ""
@@ -67,6 +71,9 @@ def incident_blocks(view: IncidentView, events: Sequence[EventView]) -> list[Blo
         lines.insert(0, f"… {len(events) - len(shown)} earlier events")
     blocks += [divider(), section("*Timeline*\n" + "\n".join(lines))]
     pointer = messages.FULL_REPORT.format(ref=view.ref)
+    if link is not None and link.url:
+        page = messages.incident_page_link(view.ref, link.url, link.auth, link.until)
+        pointer = f"{page} · `/gpu postmortem {view.ref}`"
     return fit([*blocks, context([pointer])], pointer=pointer)
 
 

@@ -68,7 +68,9 @@ class Replies:
             case grammar.ShowIncident(incident_id=incident_id):
                 with session_scope(self.deps.rt.db) as session:
                     view, events = read_views(session, incident_id)
-                _say(reply, view.ref, answers.incident_blocks(view, events))
+                pages, now = self.deps.rt.settings.pages, self.deps.rt.clock.now()
+                link = page_link(pages, view.ref, now=now)  # fresh: the posted one may expire
+                _say(reply, view.ref, answers.incident_blocks(view, events, link))
             case grammar.Ack(incident_id=incident_id):
                 self._ack(incident_id, user=user, reply=reply)
             case grammar.Postmortem(incident_id=incident_id):

@@ -12,6 +12,7 @@ import pytest
 from servers.fake_slack import FakeSlack
 from servers.slack_harness import BOB, CAROL, ECC_SCENARIO, SlackHarness, make_settings
 
+from bot.config import PagesSettings
 from bot.serving.app import RunningServer, create_app
 from bot.wiring.runtime import open_runtime
 
@@ -29,7 +30,7 @@ HarnessFactory = Callable[..., SlackHarness]
 @pytest.fixture
 def start_bot(tmp_path: Path, fake_slack: FakeSlack) -> Iterator[HarnessFactory]:
     """Start the bot with policy settings (`approvers=[...]`, `dry_run=True`, ...) and Slack
-    settings overrides (`slack={...}`)."""
+    settings overrides (`slack={...}`) and the pages' settings (`pages=`)."""
     with ExitStack() as stack:
 
         def start(
@@ -37,9 +38,12 @@ def start_bot(tmp_path: Path, fake_slack: FakeSlack) -> Iterator[HarnessFactory]
             scenario: Path = ECC_SCENARIO,
             fresh: bool = True,
             slack: dict[str, Any] | None = None,
+            pages: PagesSettings | None = None,
             **policy: Any,
         ) -> SlackHarness:
             settings = make_settings(tmp_path, fake_slack, slack=slack, **policy)
+            if pages is not None:
+                settings = settings.model_copy(update={"pages": pages})
             own = stack.enter_context(ExitStack())
             rt = own.enter_context(open_runtime(settings, scenario_path=scenario, fresh=fresh))
             app = create_app(settings, rt)
