@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bot.actions.policy import approvers_of
+from bot.engine import deferred
 from bot.engine.schema import StepKind
 from bot.errors import NotFound, PolicyDenied, RunStateError, UserInputError
 from bot.incidents import lifecycle
@@ -126,10 +127,16 @@ class Approvals:
         raise RunStateError(messages.no_approval(run_id))
 
     def _pending(self, run_id: str) -> tuple[RunbookRun, ApprovalRow]:
+        """The run and its approval, still to decide; or already approved with a drain that
+        waits for the next checkpoint (the drain-now and cancel buttons decide that)."""
         run, approval = self._approval(run_id)
-        if approval.state != approval_store.PENDING:
+        if approval.state != approval_store.PENDING and not self._drain_waits(run_id):
             raise RunStateError(_already(approval))
         return run, approval
+
+    def _drain_waits(self, run_id: str) -> bool:
+        with session_scope(self.deps.rt.db) as session:
+            return deferred.waiting_plan(session, run_id) is not None
 
     def _tell_if_expired(self, run: RunbookRun, live: LiveTriage, reply: Reply) -> None:
         _run, approval = self._approval(run.id)

@@ -41,6 +41,8 @@ ACTION_IDS = {
     "approve_only": "gpu_approve_only",
     "reject": "gpu_reject",
     "dry_run": "gpu_dry_run",
+    "drain_now": "gpu_drain_now",
+    "drain_cancel": "gpu_drain_cancel",
 }
 """Block Kit action ids; a per-action button's id is `gpu_approve_only:<action>`."""
 
@@ -89,6 +91,9 @@ class TriageView:
     """When a signed link stops opening the page."""
     approvals: tuple[ApprovalState, ...] = ()
     """Every approval of the run, oldest first: more than one after a per-action approval."""
+    waiting_drains: tuple[str, ...] = ()
+    """A drain approved to run after the job's next checkpoint and waiting for it (its
+    timeline line, bot/engine/deferred.py): the message offers to drain now or cancel."""
 
     @property
     def pointer(self) -> str:
@@ -360,7 +365,31 @@ def _proposals(view: TriageView) -> list[Block]:
     elif view.results:
         text = "\n".join(render_line(line) for line in view.results)
         blocks.append(section(text, block_id="results"))
+    if view.waiting_drains:
+        blocks.extend(_waiting_drain(view))
     return blocks
+
+
+def _waiting_drain(view: TriageView) -> list[Block]:
+    """The drain that waits for the next checkpoint: what it waits for, and two buttons: drain
+    now (the approver policy is checked at the click) or cancel the wait (the drain never
+    runs)."""
+    text = "\n".join(f":hourglass_flowing_sand: {escape(line)}" for line in view.waiting_drains)
+    hurry = clip(
+        json.dumps({"run": view.run_id, "incident": view.incident.ref, "only": "drain"}),
+        MAX_BUTTON_VALUE,
+    )
+    cancel = clip(json.dumps({"run": view.run_id, "incident": view.incident.ref}), MAX_BUTTON_VALUE)
+    risk = next((str(p.get("risk")) for p in view.proposals if p.get("action") == "drain"), "high")
+    elements: list[Block] = [
+        button(messages.DRAIN_NOW, ACTION_IDS["drain_now"], hurry, style="danger",
+               confirm=_confirm(messages.DRAIN_NOW_CONFIRM, risk)),
+        button(messages.CANCEL_WAIT, ACTION_IDS["drain_cancel"], cancel),
+    ]  # fmt: skip
+    return [
+        section(text, block_id="drain-plan"),
+        {"type": "actions", "block_id": f"drain-plan:{view.run_id}"[:255], "elements": elements},
+    ]
 
 
 def _by_action(

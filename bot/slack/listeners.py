@@ -140,6 +140,8 @@ def register(app: App, *, deps: SlackDeps, replies: Replies, approvals: Approval
     app.action(ACTION_IDS["approve"])(decide("approve"))
     app.action(re.compile(f"^{ACTION_IDS['approve_only']}:"))(decide("approve"))
     app.action(ACTION_IDS["reject"])(decide("reject"))
+    app.action(ACTION_IDS["drain_now"])(decide("approve"))  # a drain waiting for its checkpoint
+    app.action(ACTION_IDS["drain_cancel"])(decide("reject"))
 
     @app.action(ACTION_IDS["dry_run"])
     def dry_run(ack: Ack, body: dict[str, Any], respond: Respond, context: BoltContext) -> None:

@@ -196,6 +196,8 @@ APPROVE_ALL = "Approve all"
 VERIFICATION = "*Verification*"
 NOTHING_DONE = "Nothing was carried out."
 APPROVE, REJECT, DRY_RUN, CANCEL = "Approve", "Reject", "Dry run", "Cancel"
+DRAIN_NOW, CANCEL_WAIT = "Drain now", "Cancel the drain"
+DRAIN_NOW_CONFIRM = "Drain now, without waiting for the job's next checkpoint"
 CONFIRM_TITLE = "Carry out these actions?"
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from sqlmodel import Session
 
 from bot.actions.policy import Policy, approvers_of
+from bot.engine import deferred
 from bot.engine.catalog import RunbookCatalog
 from bot.engine.loading import LoadedRunbook
 from bot.engine.policies import policy_for
@@ -73,7 +74,12 @@ def read_triage(
         return base
     events = [e for e in incident_store.list_events(session, incident_id) if e.run_id == run.id]
     rows = _approvals(session, run)
-    return _with_run(base, run, events, rows)
+    triage = _with_run(base, run, events, rows)
+    plan = deferred.waiting_plan(session, run.id)
+    if plan is None:
+        return triage
+    drains = tuple(deferred.scheduled_summary(p) for p in plan.payload.get("plan", []))
+    return replace(triage, waiting_drains=drains)
 
 
 def _with_run(

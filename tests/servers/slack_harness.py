@@ -196,8 +196,10 @@ def _posted_ts(fake: FakeSlack, post: Call) -> str:
 
 
 def find_button(message: Call, kind: str) -> dict[str, Any]:
-    """`approve`, `reject`, `dry_run`, or `approve:ACTION` for one action's own button."""
-    ids = {"approve": "gpu_approve", "reject": "gpu_reject", "dry_run": "gpu_dry_run"}
+    """`approve`, `reject`, `dry_run`, `approve:ACTION` for one action's own button, or
+    `drain_now` / `drain_cancel` for a drain that waits for the next checkpoint."""
+    ids = {"approve": "gpu_approve", "reject": "gpu_reject", "dry_run": "gpu_dry_run",
+           "drain_now": "gpu_drain_now", "drain_cancel": "gpu_drain_cancel"}  # fmt: skip
     head, _, action = kind.partition(":")
     action_id = f"gpu_approve_only:{action}" if action else ids[head]
     for block in message.blocks:
