@@ -137,6 +137,8 @@ def test_slack_size_is_its_own(bot: Bot) -> None:
 
 
 def test_sqlite_webhooks_take_turns(bot: Bot) -> None:
+    """A webhook waits for its turn; one that does not get it within the wait goes on to the
+    database (whose busy timeout decides), so turns never refuse a webhook themselves."""
     app = bot.server.app
     assert app.webhook_turns.one_at_a_time  # the bot runs on SQLite
     assert app.webhook_turns.wait_seconds == BUSY_TIMEOUT_MS / 1000
@@ -145,14 +147,12 @@ def test_sqlite_webhooks_take_turns(bot: Bot) -> None:
     shipped = app.webhook_turns
     app.webhook_turns = WriterTurns(one_at_a_time=True, wait_seconds=0.2)  # bounds the test
     try:
-        with app.webhook_turns.take() as held:  # another webhook is being stored
+        with app.webhook_turns.take() as held:  # another webhook holds the turn, not the database
             assert held
-            refused = bot.post_alerts(body)
-            assert refused.status_code == 503
-            assert "retry" in refused.json()["error"]
-            assert row_counts(bot.rt.db)["alerts"] == before
-        assert bot.post_alerts(body).status_code == 200
-        assert row_counts(bot.rt.db)["alerts"] == before + 1
+            assert bot.post_alerts(body).status_code == 200
+            assert row_counts(bot.rt.db)["alerts"] == before + 1
+        with app.webhook_turns.take() as held:
+            assert held  # the late webhook gave the turn back (it never took it)
     finally:
         app.webhook_turns = shipped
 
