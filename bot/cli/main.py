@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
 import re
 import signal
 import sys
@@ -280,9 +281,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     term = Terminal()
     try:
-        return _main(args, term)
+        code = _main(args, term)
     finally:
         term.release()
+    if code == INTERRUPTED and argv is None:
+        _exit_now(code)
+    return code
+
+
+INTERRUPTED = 130
+"""The exit code after Ctrl-C (128 + SIGINT)."""
+
+
+def _exit_now(code: int) -> None:
+    """Leave at once after Ctrl-C, without joining the step threads: one may be inside a
+    drain that waits for evictions, and the interpreter would wait for it at exit. Nothing is
+    lost: a run's work is durable (checkpoints, leased work rows, the action ledger) and is
+    taken over as after a crash, which the SIGKILL journeys prove."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    logging.shutdown()
+    os._exit(code)
 
 
 def _main(args: argparse.Namespace, term: Terminal) -> int:
@@ -315,7 +335,7 @@ def _main(args: argparse.Namespace, term: Terminal) -> int:
         return 1
     except KeyboardInterrupt:
         _err("gpu-oncall: interrupted")
-        return 130
+        return INTERRUPTED
     except Exception:  # boundary: log the traceback, show a reference
         ref = uuid.uuid4().hex[:6]
         logger.exception("unexpected error (ref %s)", ref)
