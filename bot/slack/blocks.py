@@ -375,11 +375,7 @@ def _waiting_drain(view: TriageView) -> list[Block]:
     now (the approver policy is checked at the click) or cancel the wait (the drain never
     runs)."""
     text = "\n".join(f":hourglass_flowing_sand: {escape(line)}" for line in view.waiting_drains)
-    hurry = clip(
-        json.dumps({"run": view.run_id, "incident": view.incident.ref, "only": "drain"}),
-        MAX_BUTTON_VALUE,
-    )
-    cancel = clip(json.dumps({"run": view.run_id, "incident": view.incident.ref}), MAX_BUTTON_VALUE)
+    hurry, cancel = _button_value(view, only="drain"), _button_value(view)
     risk = next((str(p.get("risk")) for p in view.proposals if p.get("action") == "drain"), "high")
     elements: list[Block] = [
         button(messages.DRAIN_NOW, ACTION_IDS["drain_now"], hurry, style="danger",
@@ -435,15 +431,24 @@ def _impact_lines(view: TriageView) -> list[str]:
 
 
 def _approve_one(view: TriageView, name: str, group: list[Mapping[str, Any]]) -> Block:
-    value = json.dumps({"run": view.run_id, "incident": view.incident.ref, "only": name})
+    value = _button_value(view, only=name)
     risk = str(group[0].get("risk"))
     todo = ", ".join(str(p.get("description")) for p in group)
     return button(
         messages.approve_only(name),
         f"{ACTION_IDS['approve_only']}:{name}"[:255],
-        clip(value, MAX_BUTTON_VALUE),
+        value,
         confirm=_confirm(todo, risk),
     )
+
+
+def _button_value(view: TriageView, only: str | None = None) -> str:
+    """The value of a run's button (bot.slack.approving.ButtonValue): the run, the incident,
+    and for a per-action button the one action."""
+    value: dict[str, str | None] = {"run": view.run_id, "incident": view.incident.ref}
+    if only is not None:
+        value["only"] = only
+    return clip(json.dumps(value), MAX_BUTTON_VALUE)
 
 
 def _confirm(todo: str, risk: str) -> Block:
@@ -456,7 +461,7 @@ def _confirm(todo: str, risk: str) -> Block:
 
 
 def _buttons(view: TriageView) -> Block:
-    value = clip(json.dumps({"run": view.run_id, "incident": view.incident.ref}), MAX_BUTTON_VALUE)
+    value = _button_value(view)
     waiting = [p for p in view.proposals if str(p.get("action")) in view.pending_actions]
     todo = ", ".join(str(p.get("description")) for p in waiting)
     risky = sorted({str(p.get("risk")) for p in waiting}, key=_risk_order)
