@@ -12,9 +12,10 @@ from __future__ import annotations
 import re
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from sqlalchemy import exc, text
-from sqlalchemy.engine import Engine
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
 
 VERSIONS_DIR = Path(__file__).resolve().parent / "migrations" / "versions"
 _FIELD = re.compile(r"^(revision|down_revision)\s*(?::[^=]*)?=\s*['\"]?([\w]+)['\"]?", re.M)
@@ -38,6 +39,8 @@ def known_head() -> str | None:
 def schema_is_current(engine: Engine) -> bool:
     """True when the database's `alembic_version` is this release's head. Any failure (no such
     table, no database yet) is "no": the caller then runs the full Alembic path."""
+    from sqlalchemy import exc, text
+
     head = known_head()
     if head is None:
         return False

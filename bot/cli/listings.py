@@ -8,8 +8,6 @@ incident views and the pure renderers; never LangGraph, Slack, Kubernetes or the
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -50,8 +48,8 @@ def list_incidents(
 ) -> int:
     """`gpu-oncall incidents [--all]`: newest first, with each one's MTTR (checks marked).
 
-    A database already at this release's schema is read with SQLAlchemy Core alone
-    (storage/glance.py: the answer in about half the time); any other goes the full way."""
+    A database already at this release's schema is read on the database driver alone
+    (storage/glance.py: no SQLAlchemy import); any other goes the full way."""
     views = _glance(settings.storage.url, open_only=not include_resolved)
     if views is None:
         from storage import incidents as incident_store
@@ -92,28 +90,15 @@ def _glance(url: str, *, open_only: bool) -> list[IncidentView] | None:
     """The listing from storage/glance.py, or None when the full path must answer."""
     from storage import glance
 
-    with _core(url) as db:
-        rows = glance.recent_incidents(db, open_only=open_only, limit=LISTED)
+    rows = glance.recent_incidents(url, open_only=open_only, limit=LISTED)
     return None if rows is None else [incident_view(row) for row in rows]
 
 
-@contextmanager
-def _core(url: str) -> Iterator[Engine]:
-    """An engine of one connection for a light read, disposed after it."""
-    from storage.engines import make_engine
-
-    db = make_engine(url, pool_size=1, max_overflow=0)
-    try:
-        yield db
-    finally:
-        db.dispose()
-
-
 def light_read(args: Namespace, config: ReadConfig, term: Terminal) -> int | None:
-    """`incidents`, `incident INC-N`, `mttr` or `alerts` answered from `config` with SQLAlchemy Core
-    (storage/glance.py), printed as the full path prints them; None when the full path must
-    answer (a database not at this release's schema, an unknown incident, a figure only the
-    full path computes, an alert no incident took: its reason needs the runbooks)."""
+    """`incidents`, `incident INC-N`, `mttr` or `alerts` answered from `config` on the database
+    driver itself (storage/glance.py), printed as the full path prints them; None when the full
+    path must answer (a database not at this release's schema, an unknown incident, a figure
+    only the full path computes, an alert no incident took: its reason needs the runbooks)."""
     if args.command == "incidents":
         views = _glance(config.storage_url, open_only=not args.all)
         if views is None:
@@ -139,8 +124,7 @@ def _light_alerts(config: ReadConfig, term: Terminal, *, limit: int, as_json: bo
     from bot.intake.alert_rows import alert_row
     from storage import glance
 
-    with _core(config.storage_url) as db:
-        stored = glance.recent_alerts(db, limit=limit)
+    stored = glance.recent_alerts(config.storage_url, limit=limit)
     if stored is None or any(row.incident_id is None for row in stored):
         return None
     rows = [alert_row(row, None) for row in stored]
@@ -152,8 +136,7 @@ def _light_incident(config: ReadConfig, term: Terminal, *, ref: str, as_json: bo
     from storage import glance
 
     now = SystemClock().now()
-    with _core(config.storage_url) as db:
-        record = glance.incident_record(db, ref)
+    record = glance.incident_record(config.storage_url, ref)
     if record is None:
         return None
     view = incident_view(record.incident)
@@ -172,8 +155,7 @@ def _light_mttr(
 
     until = SystemClock().now()
     since = until - window
-    with _core(config.storage_url) as db:
-        rows = glance.resolved_incidents(db, since=since)
+    rows = glance.resolved_incidents(config.storage_url, since=since)
     if rows is None or any(row.gpu_hours_lost is None for row in rows):
         return None  # a figure stored before GPU-hours were: the full path computes it
     costs = {row.id: row.gpu_hours_lost for row in rows}

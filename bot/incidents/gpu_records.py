@@ -1,6 +1,6 @@
 """GPU-hours from an incident's records: its actions and its approval requests, as rows of any
-kind that have the fields read (ORM rows in bot/incidents/costing.py, SQLAlchemy Core rows in
-the CLI's light read). Pure: no database, no ORM import."""
+kind that have the fields read (ORM rows in bot/incidents/costing.py, the driver's rows in
+the CLI's light read, storage/glance.py). Pure: no database, no ORM import."""
 
 from __future__ import annotations
 

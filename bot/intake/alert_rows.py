@@ -1,5 +1,5 @@
 """One received alert as the plain row `gpu-oncall alerts` prints or gives as JSON. Pure: the
-row may be an ORM `ReceivedAlert` (bot/intake/listing.py) or a SQLAlchemy Core row (the CLI's
+row may be an ORM `ReceivedAlert` (bot/intake/listing.py) or a driver row (the CLI's
 light read, storage/glance.py), so the two paths print the same."""
 
 from __future__ import annotations
