@@ -175,14 +175,45 @@ def record_alerts(
 ) -> list[StoredAlert]:
     """Store a webhook's alerts at once; the unique identity makes the database skip every
     redelivered one (`INSERT ... ON CONFLICT DO NOTHING`), so this is safe across replicas.
-    Results follow `alerts`; an identity repeated within `alerts` is new only the first time."""
+    Results follow `alerts`; an identity repeated within `alerts` is new only the first time.
+
+    The stored ones are looked up first (one index search each), so a redelivered webhook,
+    Alertmanager's most common one during a storm, is a single read; only the others are
+    inserted, and any of those another replica stored meanwhile is looked up again."""
     if not alerts:
         return []
-    table: Any = ReceivedAlert.__table__  # type: ignore[attr-defined]
     dialect = session.get_bind().dialect.name
     if dialect not in ("sqlite", "postgresql"):
         return [_record_one(session, alert, received_at=received_at) for alert in alerts]
-    unique = list({a.identity: a for a in reversed(alerts)}.values())[::-1]
+    identities = [alert.identity for alert in alerts]
+    unique: dict[tuple[str, str, datetime], NewAlert] = {}
+    for key, alert in zip(identities, alerts, strict=True):
+        unique.setdefault(key, alert)
+    known = existing_alerts(session, list(unique))
+    fresh = [alert for key, alert in unique.items() if key not in known]
+    created = _insert_new(session, fresh, received_at=received_at, dialect=dialect)
+    raced = [key for key, _ in unique.items() if key not in known and key not in created]
+    if raced:  # stored by another replica since the lookup: the database skipped them
+        known.update(existing_alerts(session, raced))
+    results: list[StoredAlert] = []
+    seen: set[tuple[str, str, datetime]] = set()
+    for key in identities:
+        if key in created:
+            results.append(StoredAlert(created[key], key not in seen, None))
+        else:
+            row_id, incident_id = known[key]
+            results.append(StoredAlert(row_id, False, incident_id))
+        seen.add(key)
+    return results
+
+
+def _insert_new(
+    session: Session, alerts: Sequence[NewAlert], *, received_at: datetime, dialect: str
+) -> dict[tuple[str, str, datetime], int]:
+    """Insert alerts in one statement; the identities the database took -> their row ids."""
+    if not alerts:
+        return {}
+    table: Any = ReceivedAlert.__table__  # type: ignore[attr-defined]
     rows = [
         {
             "fingerprint": a.fingerprint,
@@ -194,7 +225,7 @@ def record_alerts(
             "annotations": dict(a.annotations),
             "received_at": received_at,
         }
-        for a in unique
+        for a in alerts
     ]
     insert = sqlite.insert if dialect == "sqlite" else postgresql.insert
     statement = (
@@ -202,20 +233,8 @@ def record_alerts(
         .on_conflict_do_nothing()
         .returning(table.c.id, table.c.fingerprint, table.c.status, table.c.starts_at)
     )
-    connection = session.connection()
-    created = {(fp, st, at): int(i) for i, fp, st, at in connection.execute(statement, rows)}
-    known = existing_alerts(session, [a.identity for a in unique if a.identity not in created])
-    results: list[StoredAlert] = []
-    seen: set[tuple[str, str, datetime]] = set()
-    for alert in alerts:
-        key = alert.identity
-        if key in created:
-            results.append(StoredAlert(created[key], key not in seen, None))
-        else:
-            row_id, incident_id = known[key]
-            results.append(StoredAlert(row_id, False, incident_id))
-        seen.add(key)
-    return results
+    result = session.connection().execute(statement, rows)
+    return {(fp, st, at): int(i) for i, fp, st, at in result}
 
 
 LOOKUP_CHUNK = 1000
