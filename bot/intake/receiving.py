@@ -28,6 +28,7 @@ __all__ = [
     "Received",
     "receive_alert",
     "receive_alerts",
+    "receive_redelivered",
     "receive_rejected",
     "receive_webhook",
     "resolve_alert",
@@ -68,6 +69,30 @@ def receive_rejected(
         Received(r.stored.identity, r.stored.status, duplicate=not row.is_new, unroutable=r.reason)
         for r, row in zip(rejected, rows, strict=True)
     ]
+
+
+def receive_redelivered(
+    session: Session, alerts: Sequence[Alert], rejected: Sequence[RejectedAlert]
+) -> tuple[list[Received], list[Received]] | None:
+    """The results for a webhook whose every alert is stored already (a redelivery), as
+    `receive_alerts` and `receive_rejected` would give them, from one read: it writes nothing,
+    so it needs no write lock. None when any alert is new (the caller then stores them)."""
+    taken = [_new(a).identity for a in alerts]
+    kept = [_new(r.stored).identity for r in rejected]
+    wanted = list(dict.fromkeys(taken + kept))
+    known = alert_store.existing_alerts(session, wanted)
+    if len(known) < len(wanted):
+        return None
+    return (
+        [
+            Received(a.identity, a.status, duplicate=True, incident_id=known[key][1])
+            for a, key in zip(alerts, taken, strict=True)
+        ],
+        [
+            Received(r.stored.identity, r.stored.status, duplicate=True, unroutable=r.reason)
+            for r in rejected
+        ],
+    )
 
 
 def receive_alert(

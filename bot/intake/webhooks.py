@@ -4,6 +4,10 @@ taken), store and group in one transaction together with the triage work it crea
 then queue the runs and the silence expiries. Called by `POST /alerts`; it opens its own
 storage session, so no HTTP code does.
 
+A webhook whose every alert is stored already (a redelivery) is answered from one read, with
+no write transaction and no writer's turn; any other is stored under `turn` (on SQLite the
+webhooks' writes take turns, bot/serving/app.py WriterTurns).
+
 The answer says whether Alertmanager should retry: 200 once stored, 400 for a body that can
 never be taken, 503 only when the database could not store it (a retry helps).
 """
@@ -13,7 +17,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -23,10 +28,10 @@ from sqlmodel import Session
 from bot.intake.alerts import InvalidWebhookError, parse_webhook, screen_alerts
 from bot.intake.counters import IntakeCounters
 from bot.intake.grouping import Received
-from bot.intake.receiving import receive_alerts, receive_rejected
+from bot.intake.receiving import receive_alerts, receive_redelivered, receive_rejected
 from bot.intake.routing import AlertRoute
 from bot.intake.storms import StormPolicy
-from storage.db import session_scope
+from storage.db import read_scope, session_scope
 from storage.errors import StorageError
 
 logger = logging.getLogger(__name__)
@@ -88,6 +93,8 @@ class WebhookIntake:
     storms: StormPolicy | None
     queue: TriageQueue
     counters: IntakeCounters
+    turn: Callable[[], AbstractContextManager[object]] = field(default=nullcontext)
+    """Held while a webhook writes (not while it is parsed, screened or answered)."""
 
     def __post_init__(self) -> None:
         self.outage = OutageNotice()
@@ -106,8 +113,10 @@ class WebhookIntake:
         at = self.now()
         taken, rejected = screen_alerts(webhook, at=at)
         try:
-            with session_scope(self.db) as session:
-                received = self._store(session, taken, rejected, at=at)
+            received = self._redelivered(taken, rejected)
+            if received is None:
+                with self.turn(), session_scope(self.db) as session:
+                    received = self._store(session, taken, rejected, at=at)
         except StorageError as exc:
             if exc.retryable:  # the database is away: one line per outage, not per webhook
                 self.outage.failed(exc)
@@ -116,6 +125,18 @@ class WebhookIntake:
             return Answer(503, {"error": f"not stored, retry: {one_line(exc)}"})
         self.outage.stored()
         return Answer(200, self._after_stored(received, rejected=len(rejected)))
+
+    def _redelivered(
+        self, taken: Sequence[tuple[int, Any]], rejected: Sequence[Any]
+    ) -> list[Received] | None:
+        """The results of a webhook all of whose alerts are stored, from a read; else None."""
+        with read_scope(self.db) as session:
+            known = receive_redelivered(session, [a for _, a in taken], rejected)
+        if known is None:
+            return None
+        by_index = dict(zip((i for i, _ in taken), known[0], strict=True))
+        by_index.update(zip((r.index for r in rejected), known[1], strict=True))
+        return [by_index[i] for i in sorted(by_index)]
 
     def _store(
         self,
