@@ -4,8 +4,9 @@ zero duplicate incidents.
 `--replicas` bot replicas (processes over one SQLite database, as pods would share one
 PostgreSQL; two by default) receive webhooks from concurrent senders in another process; each
 webhook holds `--batch` alerts and is delivered twice, in shuffled order (with two replicas or
-more, the redelivery goes to another replica than the first delivery). Each node fires GPUEccStorm and GPUXidBurst, which both route to (ecc-storm, node): one
-incident per node is expected. Triage runs are counted but not executed (measured separately by
+more, the redelivery goes to another replica than the first delivery). Each node fires
+GPUEccStorm and GPUXidBurst, which both route to (ecc-storm, node): one incident per node is
+expected. Triage runs are counted but not executed (measured separately by
 triage_latency.py), so the figure is intake alone: validate, store, dedup, group, answer.
 
     python bench/intake_throughput.py --nodes 1024 --batch 32 --senders 4

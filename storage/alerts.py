@@ -170,8 +170,18 @@ class StoredAlert:
     incident_id: int | None
 
 
+Identity = tuple[str, str, datetime]
+"""(fingerprint, status, startsAt in UTC): what makes an alert the same alert."""
+Found = dict[Identity, tuple[int, int | None]]
+"""Stored alerts by identity: (row id, incident id)."""
+
+
 def record_alerts(
-    session: Session, alerts: Sequence[NewAlert], *, received_at: datetime
+    session: Session,
+    alerts: Sequence[NewAlert],
+    *,
+    received_at: datetime,
+    looked_up: Found | None = None,
 ) -> list[StoredAlert]:
     """Store a webhook's alerts at once; the unique identity makes the database skip every
     redelivered one (`INSERT ... ON CONFLICT DO NOTHING`), so this is safe across replicas.
@@ -179,7 +189,9 @@ def record_alerts(
 
     The stored ones are looked up first (one index search each), so a redelivered webhook,
     Alertmanager's most common one during a storm, is a single read; only the others are
-    inserted, and any of those another replica stored meanwhile is looked up again."""
+    inserted, and any of those another replica stored meanwhile is looked up again.
+    `looked_up`: what `existing_alerts` found for all of `alerts` moments ago (a webhook's
+    read before its write): that lookup is not repeated."""
     if not alerts:
         return []
     dialect = session.get_bind().dialect.name
@@ -189,7 +201,7 @@ def record_alerts(
     unique: dict[tuple[str, str, datetime], NewAlert] = {}
     for key, alert in zip(identities, alerts, strict=True):
         unique.setdefault(key, alert)
-    known = existing_alerts(session, list(unique))
+    known = dict(looked_up) if looked_up is not None else existing_alerts(session, list(unique))
     fresh = [alert for key, alert in unique.items() if key not in known]
     created = _insert_new(session, fresh, received_at=received_at, dialect=dialect)
     raced = [key for key, _ in unique.items() if key not in known and key not in created]
@@ -241,16 +253,14 @@ LOOKUP_CHUNK = 1000
 """Identities per redelivery lookup: 3 bound parameters each, far below SQLite's 32,766."""
 
 
-def existing_alerts(
-    session: Session, identities: Sequence[tuple[str, str, datetime]]
-) -> dict[tuple[str, str, datetime], tuple[int, int | None]]:
+def existing_alerts(session: Session, identities: Sequence[Identity]) -> Found:
     """The stored (row id, incident id) of each identity that is already in the table.
 
     The identities are a `VALUES` list joined to the table on the unique (fingerprint, status,
     starts_at), so each is one search of the unique index and the cost does not grow with the
     table. (A row-value `IN (VALUES ...)` made SQLite scan the whole index instead.)
     """
-    found: dict[tuple[str, str, datetime], tuple[int, int | None]] = {}
+    found: Found = {}
     for start in range(0, len(identities), LOOKUP_CHUNK):
         found.update(_existing_chunk(session, identities[start : start + LOOKUP_CHUNK]))
     return found

@@ -28,9 +28,15 @@ from sqlmodel import Session
 from bot.intake.alerts import InvalidWebhookError, parse_webhook, screen_alerts
 from bot.intake.counters import IntakeCounters
 from bot.intake.grouping import Received
-from bot.intake.receiving import receive_alerts, receive_redelivered, receive_rejected
+from bot.intake.receiving import (
+    receive_alerts,
+    receive_redelivered,
+    receive_rejected,
+    stored_already,
+)
 from bot.intake.routing import AlertRoute
 from bot.intake.storms import StormPolicy
+from storage.alerts import Found
 from storage.db import read_scope, session_scope
 from storage.errors import StorageError
 
@@ -113,10 +119,12 @@ class WebhookIntake:
         at = self.now()
         taken, rejected = screen_alerts(webhook, at=at)
         try:
-            received = self._redelivered(taken, rejected)
+            with read_scope(self.db) as session:
+                found = stored_already(session, [a for _, a in taken], rejected)
+            received = self._redelivered(taken, rejected, found)
             if received is None:
                 with self.turn(), session_scope(self.db) as session:
-                    received = self._store(session, taken, rejected, at=at)
+                    received = self._store(session, taken, rejected, at=at, found=found)
         except StorageError as exc:
             if exc.retryable:  # the database is away: one line per outage, not per webhook
                 self.outage.failed(exc)
@@ -126,12 +134,12 @@ class WebhookIntake:
         self.outage.stored()
         return Answer(200, self._after_stored(received, rejected=len(rejected)))
 
+    @staticmethod
     def _redelivered(
-        self, taken: Sequence[tuple[int, Any]], rejected: Sequence[Any]
+        taken: Sequence[tuple[int, Any]], rejected: Sequence[Any], found: Found
     ) -> list[Received] | None:
-        """The results of a webhook all of whose alerts are stored, from a read; else None."""
-        with read_scope(self.db) as session:
-            known = receive_redelivered(session, [a for _, a in taken], rejected)
+        """The results of a webhook all of whose alerts are stored already; else None."""
+        known = receive_redelivered([a for _, a in taken], rejected, found)
         if known is None:
             return None
         by_index = dict(zip((i for i, _ in taken), known[0], strict=True))
@@ -145,16 +153,17 @@ class WebhookIntake:
         rejected: Sequence[Any],
         *,
         at: datetime,
+        found: Found,
     ) -> list[Received]:
         alerts = [alert for _, alert in taken]
-        received = receive_alerts(session, alerts, routes=self.routes, at=at, storms=self.storms)
+        received = receive_alerts(
+            session, alerts, routes=self.routes, at=at, storms=self.storms, found=found
+        )
         self.queue.record_triage(session, received)  # durable before the answer
         by_index = dict(zip((i for i, _ in taken), received, strict=True))
         if rejected:
-            by_index.update(
-                zip((r.index for r in rejected), receive_rejected(session, rejected, at=at),
-                    strict=True)
-            )
+            kept = receive_rejected(session, rejected, at=at, found=found)
+            by_index.update(zip((r.index for r in rejected), kept, strict=True))
         return [by_index[i] for i in sorted(by_index)]
 
     def _after_stored(self, received: list[Received], *, rejected: int) -> dict[str, Any]:
