@@ -8,6 +8,8 @@ more, the redelivery goes to another replica than the first delivery). Each node
 GPUEccStorm and GPUXidBurst, which both route to (ecc-storm, node): one incident per node is
 expected. Triage runs are counted but not executed (measured separately by
 triage_latency.py), so the figure is intake alone: validate, store, dedup, group, answer.
+`server_cpu_seconds` is the replicas' CPU during the load (steadier than alerts/s on a shared
+machine).
 
     python bench/intake_throughput.py --nodes 1024 --batch 32 --senders 4
     python bench/intake_throughput.py --nodes 1024 --batch 32 --replicas 1
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import subprocess
 import sys
@@ -93,6 +96,15 @@ def serve_replica(port: int, db_url: str, nodes: int, storms: int, sync: str) ->
         RunningServer(app, port=port).serve()
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU a process has used (Linux /proc; None elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @contextmanager
 def replicas(count: int, db_url: str, args: list[str]) -> Iterator[list[str]]:
     ports = [free_port() for _ in range(count)]
@@ -103,6 +115,8 @@ def replicas(count: int, db_url: str, args: list[str]) -> Iterator[list[str]]:
         for port in ports
     ]
     urls = [f"http://127.0.0.1:{port}" for port in ports]
+    _pids.clear()
+    _pids.extend(child.pid for child in children)
     try:
         for url in urls:
             deadline = time.monotonic() + 60
@@ -115,6 +129,15 @@ def replicas(count: int, db_url: str, args: list[str]) -> Iterator[list[str]]:
         for child in children:
             child.terminate()
             child.wait(timeout=30)
+
+
+_pids: list[int] = []
+"""The running replicas' process ids (for their CPU time)."""
+
+
+def _server_cpu() -> float | None:
+    spent = [cpu_seconds(pid) for pid in _pids]
+    return None if None in spent else sum(s for s in spent if s is not None)
 
 
 def _healthy(url: str) -> bool:
@@ -150,10 +173,12 @@ def run(
             def send(item: tuple[dict[str, Any], int]) -> int:
                 return clients[item[1]].post("/alerts", json=item[0]).status_code
 
+            cpu_before = _server_cpu()
             started = time.perf_counter()
             with ThreadPoolExecutor(senders) as pool:
                 codes = Counter(pool.map(send, deliveries))
             elapsed = time.perf_counter() - started
+            cpu_after = _server_cpu()
             queued = sum(_queued(c) for c in clients)
         db = make_engine(db_url)
         with session_scope(db) as session:
@@ -173,6 +198,9 @@ def run(
         "http_codes": dict(codes),
         "seconds": round(elapsed, 2),
         "alerts_per_second": round(delivered / elapsed),
+        "server_cpu_seconds": None
+        if cpu_before is None or cpu_after is None
+        else round(cpu_after - cpu_before, 2),
         "alerts_stored": stored,
         "incidents": len(incidents),
         "duplicate_incidents": sum(n - 1 for n in keys.values() if n > 1),
