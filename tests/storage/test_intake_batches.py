@@ -108,8 +108,8 @@ def test_an_unknown_work_kind_writes_nothing(
 ) -> None:
     incident = make_incident("gpu-node-03")  # type: ignore[operator]
     works = [_work("triage:r1", incident), {**_work("triage:r2", incident), "kind": "tirage"}]
-    with pytest.raises(InvalidValueError, match="unknown work kind 'tirage'"):
-        with session_scope(engine) as session:
-            work.add_works(session, works, at=clock.now())
+    refused = pytest.raises(InvalidValueError, match="unknown work kind 'tirage'")
+    with refused, session_scope(engine) as session:
+        work.add_works(session, works, at=clock.now())
     with session_scope(engine) as session:
         assert work.get_work(session, "triage:r1") is None
