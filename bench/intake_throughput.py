@@ -1,20 +1,25 @@
 """Alert intake throughput: alerts/s through POST /alerts, every webhook delivered twice, and
 zero duplicate incidents.
 
-Two bot replicas (two processes over one SQLite database, as two pods would share one
-PostgreSQL) receive webhooks from concurrent senders in a third process; each webhook holds
-`--batch` alerts and is delivered twice, in shuffled order, half the redeliveries to the other
-replica. Each node fires GPUEccStorm and GPUXidBurst, which both route to (ecc-storm, node): one
-incident per node is expected. Triage runs are counted but not executed (measured separately by
+`--replicas` bot replicas (processes over one SQLite database, as pods would share one
+PostgreSQL; two by default) receive webhooks from concurrent senders in another process; each
+webhook holds `--batch` alerts and is delivered twice, in shuffled order (with two replicas or
+more, the redelivery goes to another replica than the first delivery). Each node fires
+GPUEccStorm and GPUXidBurst, which both route to (ecc-storm, node): one incident per node is
+expected. Triage runs are counted but not executed (measured separately by
 triage_latency.py), so the figure is intake alone: validate, store, dedup, group, answer.
+`server_cpu_seconds` is the replicas' CPU during the load (steadier than alerts/s on a shared
+machine).
 
     python bench/intake_throughput.py --nodes 1024 --batch 32 --senders 4
+    python bench/intake_throughput.py --nodes 1024 --batch 32 --replicas 1
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import subprocess
 import sys
@@ -82,8 +87,22 @@ def serve_replica(port: int, db_url: str, nodes: int, storms: int, sync: str) ->
         if sync == "normal":
             relax_sqlite_sync(rt.db, rt.engine.checkpointer)
         app = create_app(settings, rt)
-        app.workers = CountingWorkers(rt, workers=1, queue_limit=1, counters=app.counters)
+        app.workers.shutdown()  # never started: the webhooks hand their runs to the counter
+        # The intake queues on `webhooks.queue`: replacing only `app.workers` (as this bench
+        # did until issue 21) left the real workers running every triage during the load.
+        app.workers = app.webhooks.queue = CountingWorkers(
+            rt, workers=1, queue_limit=1, counters=app.counters
+        )
         RunningServer(app, port=port).serve()
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU a process has used (Linux /proc; None elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @contextmanager
@@ -96,6 +115,8 @@ def replicas(count: int, db_url: str, args: list[str]) -> Iterator[list[str]]:
         for port in ports
     ]
     urls = [f"http://127.0.0.1:{port}" for port in ports]
+    _pids.clear()
+    _pids.extend(child.pid for child in children)
     try:
         for url in urls:
             deadline = time.monotonic() + 60
@@ -110,6 +131,15 @@ def replicas(count: int, db_url: str, args: list[str]) -> Iterator[list[str]]:
             child.wait(timeout=30)
 
 
+_pids: list[int] = []
+"""The running replicas' process ids (for their CPU time)."""
+
+
+def _server_cpu() -> float | None:
+    spent = [cpu_seconds(pid) for pid in _pids]
+    return None if None in spent else sum(s for s in spent if s is not None)
+
+
 def _healthy(url: str) -> bool:
     try:
         return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
@@ -117,7 +147,9 @@ def _healthy(url: str) -> bool:
         return False
 
 
-def run(nodes: int, batch: int, senders: int, *, storms: int, sync: str) -> dict[str, Any]:
+def run(
+    nodes: int, batch: int, senders: int, *, storms: int, sync: str, replica_count: int
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         db_url = f"sqlite:///{Path(tmp) / 'oncall.db'}"
         args = ["--nodes", str(nodes), "--storm-threshold", str(storms), "--sqlite-sync", sync]
@@ -128,18 +160,25 @@ def run(nodes: int, batch: int, senders: int, *, storms: int, sync: str) -> dict
              "alerts": alerts[i : i + batch]}
             for i in range(0, len(alerts), batch)
         ]  # fmt: skip
-        deliveries = [(b, r) for b in bodies for r in (0, 1)]
+        spread = 0 if replica_count <= 2 else 1  # two replicas: 0 then 1, as always
+        deliveries = [
+            (b, (copy + spread * i) % replica_count)
+            for i, b in enumerate(bodies)
+            for copy in (0, 1)
+        ]
         random.Random(7).shuffle(deliveries)
-        with replicas(2, db_url, args) as urls, ExitStack() as stack:
+        with replicas(replica_count, db_url, args) as urls, ExitStack() as stack:
             clients = [stack.enter_context(httpx.Client(base_url=u, timeout=60)) for u in urls]
 
             def send(item: tuple[dict[str, Any], int]) -> int:
                 return clients[item[1]].post("/alerts", json=item[0]).status_code
 
+            cpu_before = _server_cpu()
             started = time.perf_counter()
             with ThreadPoolExecutor(senders) as pool:
                 codes = Counter(pool.map(send, deliveries))
             elapsed = time.perf_counter() - started
+            cpu_after = _server_cpu()
             queued = sum(_queued(c) for c in clients)
         db = make_engine(db_url)
         with session_scope(db) as session:
@@ -152,13 +191,16 @@ def run(nodes: int, batch: int, senders: int, *, storms: int, sync: str) -> dict
         "nodes": nodes,
         "batch": batch,
         "senders": senders,
-        "replicas": 2,
+        "replicas": replica_count,
         "storm_threshold": storms,
         "sqlite_synchronous": sync,
         "alerts_delivered": delivered,
         "http_codes": dict(codes),
         "seconds": round(elapsed, 2),
         "alerts_per_second": round(delivered / elapsed),
+        "server_cpu_seconds": None
+        if cpu_before is None or cpu_after is None
+        else round(cpu_after - cpu_before, 2),
         "alerts_stored": stored,
         "incidents": len(incidents),
         "duplicate_incidents": sum(n - 1 for n in keys.values() if n > 1),
@@ -178,6 +220,7 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=1024)
     parser.add_argument("--batch", type=int, nargs="+", default=[1, 32])
     parser.add_argument("--senders", type=int, default=4)
+    parser.add_argument("--replicas", type=int, default=2, help="bot processes (default 2)")
     parser.add_argument("--storm-threshold", type=int, default=0, help="0: storms off")
     parser.add_argument("--sqlite-sync", choices=["full", "normal"], default="full")
     parser.add_argument("--json", type=Path, help="also write the results here")
@@ -189,8 +232,17 @@ def main() -> None:
             args.serve_replica, args.db, args.nodes, args.storm_threshold, args.sqlite_sync
         )
         return
+    if args.replicas < 1:
+        parser.error(f"--replicas must be 1 or more, got {args.replicas}")
     results = [
-        run(args.nodes, b, args.senders, storms=args.storm_threshold, sync=args.sqlite_sync)
+        run(
+            args.nodes,
+            b,
+            args.senders,
+            storms=args.storm_threshold,
+            sync=args.sqlite_sync,
+            replica_count=args.replicas,
+        )
         for b in args.batch
     ]
     for r in results:

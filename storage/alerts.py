@@ -170,19 +170,62 @@ class StoredAlert:
     incident_id: int | None
 
 
+Identity = tuple[str, str, datetime]
+"""(fingerprint, status, startsAt in UTC): what makes an alert the same alert."""
+Found = dict[Identity, tuple[int, int | None]]
+"""Stored alerts by identity: (row id, incident id)."""
+
+
 def record_alerts(
-    session: Session, alerts: Sequence[NewAlert], *, received_at: datetime
+    session: Session,
+    alerts: Sequence[NewAlert],
+    *,
+    received_at: datetime,
+    looked_up: Found | None = None,
 ) -> list[StoredAlert]:
     """Store a webhook's alerts at once; the unique identity makes the database skip every
     redelivered one (`INSERT ... ON CONFLICT DO NOTHING`), so this is safe across replicas.
-    Results follow `alerts`; an identity repeated within `alerts` is new only the first time."""
+    Results follow `alerts`; an identity repeated within `alerts` is new only the first time.
+
+    The stored ones are looked up first (one index search each), so a redelivered webhook,
+    Alertmanager's most common one during a storm, is a single read; only the others are
+    inserted, and any of those another replica stored meanwhile is looked up again.
+    `looked_up`: what `existing_alerts` found for all of `alerts` moments ago (a webhook's
+    read before its write): that lookup is not repeated."""
     if not alerts:
         return []
-    table: Any = ReceivedAlert.__table__  # type: ignore[attr-defined]
     dialect = session.get_bind().dialect.name
     if dialect not in ("sqlite", "postgresql"):
         return [_record_one(session, alert, received_at=received_at) for alert in alerts]
-    unique = list({a.identity: a for a in reversed(alerts)}.values())[::-1]
+    identities = [alert.identity for alert in alerts]
+    unique: dict[tuple[str, str, datetime], NewAlert] = {}
+    for key, alert in zip(identities, alerts, strict=True):
+        unique.setdefault(key, alert)
+    known = dict(looked_up) if looked_up is not None else existing_alerts(session, list(unique))
+    fresh = [alert for key, alert in unique.items() if key not in known]
+    created = _insert_new(session, fresh, received_at=received_at, dialect=dialect)
+    raced = [key for key, _ in unique.items() if key not in known and key not in created]
+    if raced:  # stored by another replica since the lookup: the database skipped them
+        known.update(existing_alerts(session, raced))
+    results: list[StoredAlert] = []
+    seen: set[tuple[str, str, datetime]] = set()
+    for key in identities:
+        if key in created:
+            results.append(StoredAlert(created[key], key not in seen, None))
+        else:
+            row_id, incident_id = known[key]
+            results.append(StoredAlert(row_id, False, incident_id))
+        seen.add(key)
+    return results
+
+
+def _insert_new(
+    session: Session, alerts: Sequence[NewAlert], *, received_at: datetime, dialect: str
+) -> dict[tuple[str, str, datetime], int]:
+    """Insert alerts in one statement; the identities the database took -> their row ids."""
+    if not alerts:
+        return {}
+    table: Any = ReceivedAlert.__table__  # type: ignore[attr-defined]
     rows = [
         {
             "fingerprint": a.fingerprint,
@@ -194,7 +237,7 @@ def record_alerts(
             "annotations": dict(a.annotations),
             "received_at": received_at,
         }
-        for a in unique
+        for a in alerts
     ]
     insert = sqlite.insert if dialect == "sqlite" else postgresql.insert
     statement = (
@@ -202,36 +245,22 @@ def record_alerts(
         .on_conflict_do_nothing()
         .returning(table.c.id, table.c.fingerprint, table.c.status, table.c.starts_at)
     )
-    connection = session.connection()
-    created = {(fp, st, at): int(i) for i, fp, st, at in connection.execute(statement, rows)}
-    known = existing_alerts(session, [a.identity for a in unique if a.identity not in created])
-    results: list[StoredAlert] = []
-    seen: set[tuple[str, str, datetime]] = set()
-    for alert in alerts:
-        key = alert.identity
-        if key in created:
-            results.append(StoredAlert(created[key], key not in seen, None))
-        else:
-            row_id, incident_id = known[key]
-            results.append(StoredAlert(row_id, False, incident_id))
-        seen.add(key)
-    return results
+    result = session.connection().execute(statement, rows)
+    return {(fp, st, at): int(i) for i, fp, st, at in result}
 
 
 LOOKUP_CHUNK = 1000
 """Identities per redelivery lookup: 3 bound parameters each, far below SQLite's 32,766."""
 
 
-def existing_alerts(
-    session: Session, identities: Sequence[tuple[str, str, datetime]]
-) -> dict[tuple[str, str, datetime], tuple[int, int | None]]:
+def existing_alerts(session: Session, identities: Sequence[Identity]) -> Found:
     """The stored (row id, incident id) of each identity that is already in the table.
 
     The identities are a `VALUES` list joined to the table on the unique (fingerprint, status,
     starts_at), so each is one search of the unique index and the cost does not grow with the
     table. (A row-value `IN (VALUES ...)` made SQLite scan the whole index instead.)
     """
-    found: dict[tuple[str, str, datetime], tuple[int, int | None]] = {}
+    found: Found = {}
     for start in range(0, len(identities), LOOKUP_CHUNK):
         found.update(_existing_chunk(session, identities[start : start + LOOKUP_CHUNK]))
     return found

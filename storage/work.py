@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import or_, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, col, select
 
 from storage.db import insert_unique
@@ -58,6 +59,45 @@ def add_work(
         created_at=at,
     )
     return insert_unique(session, row, existing=lambda: get_work(session, key))
+
+
+def add_works(
+    session: Session, works: Sequence[Mapping[str, Any]], *, at: datetime
+) -> dict[str, int]:
+    """`add_work` for many rows in one statement (alert intake: a webhook's triage runs). Each
+    mapping holds `key`, `kind`, `incident_id`, `run_id`, `payload` (and `due_at`, default
+    `at`). A key recorded before is skipped by the database. Returns key -> id of the rows
+    this call added. SQLite and PostgreSQL: one statement; others: `add_work` row by row."""
+    if not works:
+        return {}
+    for work in works:
+        if work["kind"] not in KINDS:
+            raise InvalidValueError(
+                f"unknown work kind '{work['kind']}' (kinds: {', '.join(sorted(KINDS))})"
+            )
+    dialect = session.get_bind().dialect.name
+    if dialect not in ("sqlite", "postgresql"):
+        added = [add_work(session, at=at, **work) for work in works]
+        return {row.key: int(row.id or 0) for row, new in added if new}
+    table: Any = WorkItem.__table__  # type: ignore[attr-defined]
+    values = [
+        {
+            "state": PENDING,
+            "attempts": 0,
+            "owner": None,
+            "lease_expires_at": None,
+            "last_error": None,
+            "finished_at": None,
+            "created_at": at,
+            **work,
+            "due_at": work.get("due_at") or at,
+            "payload": dict(work.get("payload") or {}),
+        }
+        for work in works
+    ]
+    insert = sqlite.insert if dialect == "sqlite" else postgresql.insert
+    statement = insert(table).on_conflict_do_nothing().returning(table.c.id, table.c.key)
+    return {key: int(i) for i, key in session.connection().execute(statement, values)}
 
 
 def get_work(session: Session, key: str) -> WorkItem | None:

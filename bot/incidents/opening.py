@@ -48,50 +48,56 @@ def open_or_attach_many(
     """`open_or_attach` for many (runbook, target)s in a few statements, whatever their number
     (alert intake under load). Same incidents, timestamps and timeline events; safe across
     replicas. Returns (incident, opened) per request; requests with the same group share one."""
+    opened = open_or_attach_ids(session, requests, detected_at=detected_at, actor=actor)
+    rows = store.get_incidents(session, {incident_id for incident_id, _ in opened})
+    return [(rows[incident_id], new) for incident_id, new in opened]
+
+
+def open_or_attach_ids(
+    session: Session, requests: Sequence[OpenRequest], *, detected_at: datetime, actor: str
+) -> list[tuple[int, bool]]:
+    """`open_or_attach_many` without loading the incidents: (incident id, opened) per request.
+    Reads only (group key, id) pairs, so a webhook's incidents cost one lookup, one insert of
+    the missing ones and one insert of their opening events."""
     detected_at = _aware(detected_at, "detected_at")
     keys = [store.group_key(runbook=r.runbook, target=r.target) for r in requests]
-    found = store.find_open_incidents(session, set(keys))
+    found = store.find_open_incident_ids(session, set(keys))
     missing: dict[str, OpenRequest] = {}
     for key, request in zip(keys, requests, strict=True):
         if key not in found:
             missing.setdefault(key, request)
-    rows = []
-    for key, request in missing.items():
-        fired_at = clamp_fired_at(request, detected_at)[1]
-        rows.append(
-            {
-                "runbook": request.runbook,
-                "target": request.target,
-                "target_kind": request.target_kind,
-                "severity": request.severity,
-                "title": request.title,
-                "group_key": key,
-                "fired_at": fired_at,
-                "fired_at_source": None if fired_at is None else "alert",
-                "detected_at": detected_at,
-                "created_at": detected_at,
-            }
-        )
+    fired = {key: clamp_fired_at(request, detected_at) for key, request in missing.items()}
+    rows = [
+        {
+            "runbook": request.runbook,
+            "target": request.target,
+            "target_kind": request.target_kind,
+            "severity": request.severity,
+            "title": request.title,
+            "group_key": key,
+            "fired_at": fired[key][1],
+            "fired_at_source": None if fired[key][1] is None else "alert",
+            "detected_at": detected_at,
+            "created_at": detected_at,
+        }
+        for key, request in missing.items()
+    ]
     created = store.insert_incidents(session, rows)
     figures.record_inserted(session, created.values())
     lost = [key for key in missing if key not in created]  # another replica opened them first
-    found.update(store.find_open_incidents(session, lost))
+    if lost:
+        found.update(store.find_open_incident_ids(session, lost))
     events = [
         event_row(**event)
         for key, incident_id in created.items()
         for event in opening_events(
-            incident_id,
-            missing[key],
-            reported=clamp_fired_at(missing[key], detected_at)[0],
-            detected_at=detected_at,
-            actor=actor,
+            incident_id, missing[key], reported=fired[key][0], detected_at=detected_at, actor=actor
         )
     ]
     store.append_events(session, events)
     for key, incident_id in created.items():
         log_opened(incident_id, missing[key], actor=actor)
-    new = store.get_incidents(session, created.values())
-    found.update({key: new[incident_id] for key, incident_id in created.items()})
+    found.update(created)
     return [(found[key], key in created) for key in keys]
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlmodel import Session
 
-from bot.incidents.opening import OpenRequest, open_or_attach_many, record_many
+from bot.incidents.opening import OpenRequest, open_or_attach_ids, record_many
 from bot.incidents.timeline import ALERTMANAGER, EventKind
 from bot.intake.routing import AlertRoute
 from bot.intake.storms import (
@@ -117,24 +117,23 @@ def _by_target(session: Session, firing: Sequence[Firing], *, at: datetime) -> d
         return {}
     batches = list(groups.values())
     requests = [_request(batch) for batch in batches]
-    opened = open_or_attach_many(session, requests, detected_at=at, actor=ALERTMANAGER)
+    opened = open_or_attach_ids(session, requests, detected_at=at, actor=ALERTMANAGER)
     links: list[tuple[int, int, str | None]] = []
     notes: list[dict[str, Any]] = []
     results: dict[int, Received] = {}
-    for batch, (incident, new) in zip(batches, opened, strict=True):
-        assert incident.id is not None
+    for batch, (incident_id, new) in zip(batches, opened, strict=True):
         first = min(batch, key=lambda f: f.alert.startsAt)
-        links += [(f.alert_id, incident.id, f.route.runbook) for f in batch]
+        links += [(f.alert_id, incident_id, f.route.runbook) for f in batch]
         if not new:
             names = ", ".join(sorted({f.alert.alertname for f in batch}))
             notes.append(
                 {
-                    "incident_id": incident.id,
+                    "incident_id": incident_id,
                     "kind": EventKind.NOTE,
                     "at": at,
                     "actor": ALERTMANAGER,
                     "summary": f"{names} fired again for {first.route.target}; "
-                    f"attached to {incident.ref}",
+                    f"attached to INC-{incident_id}",
                 }
             )
         for item in batch:
@@ -142,7 +141,7 @@ def _by_target(session: Session, firing: Sequence[Firing], *, at: datetime) -> d
                 item.alert.identity,
                 item.alert.status,
                 duplicate=False,
-                incident_id=incident.id,
+                incident_id=incident_id,
                 runbook=item.route.runbook,
                 target=item.route.target,
                 target_input=item.route.target_input,

@@ -28,6 +28,8 @@ __all__ = [
     "Received",
     "receive_alert",
     "receive_alerts",
+    "receive_redelivered",
+    "stored_already",
     "receive_rejected",
     "receive_webhook",
     "resolve_alert",
@@ -53,21 +55,59 @@ def receive_alerts(
     routes: Mapping[str, AlertRoute],
     at: datetime,
     storms: StormPolicy | None = None,
+    found: alert_store.Found | None = None,
 ) -> list[Received]:
-    """Store and group some alerts of a webhook (the ones its screening took)."""
-    return _receive(session, alerts, routes=routes, at=at, storms=storms)
+    """Store and group some alerts of a webhook (the ones its screening took); `found`: what
+    `stored_already` read of them just before (not looked up again)."""
+    return _receive(session, alerts, routes=routes, at=at, storms=storms, found=found)
 
 
 def receive_rejected(
-    session: Session, rejected: Sequence[RejectedAlert], *, at: datetime
+    session: Session,
+    rejected: Sequence[RejectedAlert],
+    *,
+    at: datetime,
+    found: alert_store.Found | None = None,
 ) -> list[Received]:
     """Store refused alerts as they were kept, attached to nothing, with their reason (so
     `gpu-oncall alerts --unrouted` shows them); a redelivery stores nothing new."""
-    rows = alert_store.record_alerts(session, [_new(r.stored) for r in rejected], received_at=at)
+    new = [_new(r.stored) for r in rejected]
+    rows = alert_store.record_alerts(session, new, received_at=at, looked_up=found)
     return [
         Received(r.stored.identity, r.stored.status, duplicate=not row.is_new, unroutable=r.reason)
         for r, row in zip(rejected, rows, strict=True)
     ]
+
+
+def stored_already(
+    session: Session, alerts: Sequence[Alert], rejected: Sequence[RejectedAlert]
+) -> alert_store.Found:
+    """Which alerts of a webhook (taken and refused) are stored already, from one read."""
+    wanted = [_new(a).identity for a in alerts] + [_new(r.stored).identity for r in rejected]
+    return alert_store.existing_alerts(session, list(dict.fromkeys(wanted)))
+
+
+def receive_redelivered(
+    alerts: Sequence[Alert], rejected: Sequence[RejectedAlert], found: alert_store.Found
+) -> tuple[list[Received], list[Received]] | None:
+    """The results for a webhook whose every alert is stored already (a redelivery), as
+    `receive_alerts` and `receive_rejected` would give them, from what `stored_already` found:
+    nothing to write, so no write lock. None when any alert is new (the caller stores them)."""
+    taken = [_new(a).identity for a in alerts]
+    if any(key not in found for key in taken) or any(
+        _new(r.stored).identity not in found for r in rejected
+    ):
+        return None
+    return (
+        [
+            Received(a.identity, a.status, duplicate=True, incident_id=found[key][1])
+            for a, key in zip(alerts, taken, strict=True)
+        ],
+        [
+            Received(r.stored.identity, r.stored.status, duplicate=True, unroutable=r.reason)
+            for r in rejected
+        ],
+    )
 
 
 def receive_alert(
@@ -84,8 +124,10 @@ def _receive(
     routes: Mapping[str, AlertRoute],
     at: datetime,
     storms: StormPolicy | None,
+    found: alert_store.Found | None = None,
 ) -> list[Received]:
-    stored = alert_store.record_alerts(session, [_new(a) for a in alerts], received_at=at)
+    new = [_new(a) for a in alerts]
+    stored = alert_store.record_alerts(session, new, received_at=at, looked_up=found)
     results: dict[int, Received] = {}
     firing: list[Firing] = []
     resolved: list[Firing] = []

@@ -4,6 +4,10 @@ taken), store and group in one transaction together with the triage work it crea
 then queue the runs and the silence expiries. Called by `POST /alerts`; it opens its own
 storage session, so no HTTP code does.
 
+A webhook whose every alert is stored already (a redelivery) is answered from one read, with
+no write transaction and no writer's turn; any other is stored under `turn` (on SQLite the
+webhooks' writes take turns, bot/serving/app.py WriterTurns).
+
 The answer says whether Alertmanager should retry: 200 once stored, 400 for a body that can
 never be taken, 503 only when the database could not store it (a retry helps).
 """
@@ -13,7 +17,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -23,10 +28,16 @@ from sqlmodel import Session
 from bot.intake.alerts import InvalidWebhookError, parse_webhook, screen_alerts
 from bot.intake.counters import IntakeCounters
 from bot.intake.grouping import Received
-from bot.intake.receiving import receive_alerts, receive_rejected
+from bot.intake.receiving import (
+    receive_alerts,
+    receive_redelivered,
+    receive_rejected,
+    stored_already,
+)
 from bot.intake.routing import AlertRoute
 from bot.intake.storms import StormPolicy
-from storage.db import session_scope
+from storage.alerts import Found
+from storage.db import read_scope, session_scope
 from storage.errors import StorageError
 
 logger = logging.getLogger(__name__)
@@ -88,6 +99,8 @@ class WebhookIntake:
     storms: StormPolicy | None
     queue: TriageQueue
     counters: IntakeCounters
+    turn: Callable[[], AbstractContextManager[object]] = field(default=nullcontext)
+    """Held while a webhook writes (not while it is parsed, screened or answered)."""
 
     def __post_init__(self) -> None:
         self.outage = OutageNotice()
@@ -106,8 +119,12 @@ class WebhookIntake:
         at = self.now()
         taken, rejected = screen_alerts(webhook, at=at)
         try:
-            with session_scope(self.db) as session:
-                received = self._store(session, taken, rejected, at=at)
+            with read_scope(self.db) as session:
+                found = stored_already(session, [a for _, a in taken], rejected)
+            received = self._redelivered(taken, rejected, found)
+            if received is None:
+                with self.turn(), session_scope(self.db) as session:
+                    received = self._store(session, taken, rejected, at=at, found=found)
         except StorageError as exc:
             if exc.retryable:  # the database is away: one line per outage, not per webhook
                 self.outage.failed(exc)
@@ -117,6 +134,18 @@ class WebhookIntake:
         self.outage.stored()
         return Answer(200, self._after_stored(received, rejected=len(rejected)))
 
+    @staticmethod
+    def _redelivered(
+        taken: Sequence[tuple[int, Any]], rejected: Sequence[Any], found: Found
+    ) -> list[Received] | None:
+        """The results of a webhook all of whose alerts are stored already; else None."""
+        known = receive_redelivered([a for _, a in taken], rejected, found)
+        if known is None:
+            return None
+        by_index = dict(zip((i for i, _ in taken), known[0], strict=True))
+        by_index.update(zip((r.index for r in rejected), known[1], strict=True))
+        return [by_index[i] for i in sorted(by_index)]
+
     def _store(
         self,
         session: Session,
@@ -124,16 +153,17 @@ class WebhookIntake:
         rejected: Sequence[Any],
         *,
         at: datetime,
+        found: Found,
     ) -> list[Received]:
         alerts = [alert for _, alert in taken]
-        received = receive_alerts(session, alerts, routes=self.routes, at=at, storms=self.storms)
+        received = receive_alerts(
+            session, alerts, routes=self.routes, at=at, storms=self.storms, found=found
+        )
         self.queue.record_triage(session, received)  # durable before the answer
         by_index = dict(zip((i for i, _ in taken), received, strict=True))
         if rejected:
-            by_index.update(
-                zip((r.index for r in rejected), receive_rejected(session, rejected, at=at),
-                    strict=True)
-            )
+            kept = receive_rejected(session, rejected, at=at, found=found)
+            by_index.update(zip((r.index for r in rejected), kept, strict=True))
         return [by_index[i] for i in sorted(by_index)]
 
     def _after_stored(self, received: list[Received], *, rejected: int) -> dict[str, Any]:

@@ -73,6 +73,9 @@ class OncallApp:
     slack_path: str | None = None
 
     def __post_init__(self) -> None:
+        self.webhook_turns = WriterTurns(
+            one_at_a_time=self.rt.db.dialect.name == "sqlite", wait_seconds=BUSY_TIMEOUT_MS / 1000
+        )
         self.webhooks = WebhookIntake(
             db=self.rt.db,
             now=self.rt.clock.now,
@@ -80,9 +83,7 @@ class OncallApp:
             storms=StormPolicy.from_settings(self.settings.intake),
             queue=self.workers,
             counters=self.counters,
-        )
-        self.webhook_turns = WriterTurns(
-            one_at_a_time=self.rt.db.dialect.name == "sqlite", wait_seconds=BUSY_TIMEOUT_MS / 1000
+            turn=lambda: self.webhook_turns.take(),
         )
         token = self.settings.server.token
         self._token = token.get_secret_value().encode() if token else None
@@ -165,9 +166,8 @@ class OncallApp:
     # -- on a pool thread ----------------------------------------------------------------------
     def alerts(self, request: Request) -> Reply:
         """Validate, store (dedup, group, route), answer; then queue the triage runs. On SQLite
-        the webhooks take turns (see WriterTurns)."""
-        with self.webhook_turns.take():
-            answer = self.webhooks.receive(request.body)
+        the webhooks' writes take turns (see WriterTurns)."""
+        answer = self.webhooks.receive(request.body)
         return Reply.json(answer.status, answer.body)
 
     def readyz(self) -> Reply:

@@ -78,9 +78,10 @@ class TriageWorkers:
 
     def record_triage(self, session: Any, received: Sequence[Received]) -> int:
         """Record the triage of each incident `received` opens, in the caller's transaction
-        (the one that stores the alerts): once it commits, the triage happens even if this
-        process dies before it starts. Returns how many were recorded."""
+        (the one that stores the alerts), all in one statement: once it commits, the triage
+        happens even if this process dies before it starts. Returns how many were recorded."""
         recorded = 0
+        works: list[dict[str, Any]] = []
         for r in received:
             if r.extends_run:
                 recorded += self._join_storm(session, r)
@@ -92,19 +93,15 @@ class TriageWorkers:
             if inputs is None:
                 continue  # a storm its runbook cannot take: noted by submit_run
             run_id = uuid.uuid4().hex
-            item = self.rt.engine.work.record_work(
-                session,
-                kind="triage",
-                key=f"triage:{run_id}",
-                incident_id=r.incident_id,
-                run_id=run_id,
-                payload={"runbook": loaded.name, "inputs": inputs, "requester": "alertmanager"},
-            )
-            if item.id is not None:
-                with self._lock:
-                    self._recorded[r.incident_id] = item.id
-                recorded += 1
-        return recorded
+            payload = {"runbook": loaded.name, "inputs": inputs, "requester": "alertmanager"}
+            works.append({"key": f"triage:{run_id}", "kind": "triage", "run_id": run_id,
+                          "incident_id": r.incident_id, "payload": payload})  # fmt: skip
+        added = work_store.add_works(session, works, at=self.rt.clock.now())
+        with self._lock:
+            for work in works:
+                if work["key"] in added:
+                    self._recorded[work["incident_id"]] = added[work["key"]]
+        return recorded + len(added)
 
     def _join_storm(self, session: Any, r: Received) -> int:
         """Members joining a storm go into its next run; 1 when that is a new row due now."""
