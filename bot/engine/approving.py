@@ -158,7 +158,6 @@ class _Found:
     """What one read found waiting for a person on a run."""
 
     run: RunbookRun
-    approvals: list[ApprovalRow]
     pending: ApprovalRow | None
     plan: WorkItem | None = None
     interrupted: WorkItem | None = None
@@ -243,16 +242,16 @@ class Approving:
     ) -> _Found | NotPending:
         pending = _oldest_pending(rows)  # also the rest of a partial approval (`--only`)
         if pending is not None:
-            return _Found(run=run, approvals=rows, pending=pending)
+            return _Found(run=run, pending=pending)
         plan = deferred.waiting_plan(session, run.id)
         if plan is not None:
-            return _Found(run=run, approvals=rows, pending=None, plan=plan)
+            return _Found(run=run, pending=None, plan=plan)
         try:
             interrupted = self.work.interrupted_resumption(session, run.id)
         except RunStateError as busy:  # a live worker is resuming it right now
             return NotPending(subject, run, _last_decided(rows), busy=str(busy))
         if interrupted is not None:
-            return _Found(run=run, approvals=rows, pending=None, interrupted=interrupted)
+            return _Found(run=run, pending=None, interrupted=interrupted)
         return NotPending(subject=subject, run=run, decided=_last_decided(rows))
 
     # -- the policy, resolved once ---------------------------------------------------------
