@@ -13,7 +13,8 @@ from typing import Any
 from bot.cli import journeys
 from bot.cli.terminal import Terminal
 from bot.config import Settings
-from bot.engine.approving import Approving, Decide, Decided, decided_run
+from bot.engine.approving import Approving
+from bot.engine.decisions import Decide, Decided, decided_run
 from bot.engine.running import RunOutcome
 from bot.wiring.runtime import open_runtime, simulated
 

@@ -26,8 +26,8 @@ and `Unknown` (no such run or incident). Bad input (`--only` naming no pending a
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from sqlalchemy.engine import Engine
 from sqlmodel import col, select
@@ -35,9 +35,19 @@ from sqlmodel import col, select
 from bot.actions.policy import Policy, Risk, approvers_of, check_approver
 from bot.clock import Clock
 from bot.engine import deferred
+from bot.engine.decisions import (
+    Decide,
+    Decided,
+    NotPending,
+    Outcome,
+    Refused,
+    Unknown,
+    Verdict,
+    refusal_note,
+)
 from bot.engine.outcomes import RunOutcome, StepCallback
 from bot.engine.working import WorkQueue
-from bot.errors import NotFound, PolicyDenied, RunStateError, UserInputError
+from bot.errors import PolicyDenied, RunStateError, UserInputError
 from bot.incidents import lifecycle
 from bot.incidents.timeline import EventKind
 from storage import approvals as approval_store
@@ -47,93 +57,8 @@ from storage import work as work_store
 from storage.db import session_scope
 from storage.tables import ApprovalRow, Incident, RunbookRun, WorkItem
 
-Verdict = Literal["approve", "reject"]
-GroupsOf = Callable[[frozenset[str]], Collection[str]]
-"""The decider's groups among the approvers given (e.g. Slack user groups)."""
 MIN_PREFIX = 6
 """The shortest run-id prefix a reference may use."""
-
-
-def no_groups(approvers: frozenset[str]) -> Collection[str]:
-    return ()
-
-
-@dataclass(frozen=True)
-class Decide:
-    """Who decides what, about which approval."""
-
-    ref: str
-    """A run id (or a prefix of at least 6 characters) or an incident (INC-7, 7)."""
-    decision: str
-    actor: str
-    reason: str = ""
-    only: tuple[str, ...] = ()
-    """Approve these actions alone (the others stay pending); `reject --only drain` cancels a
-    drain that waits for the next checkpoint."""
-    groups: GroupsOf = field(default=no_groups)
-
-    def verdict(self) -> Verdict:
-        if self.decision == "approve":
-            return "approve"
-        if self.decision == "reject":
-            return "reject"
-        raise UserInputError(f"decision must be approve or reject, not '{self.decision}'")
-
-
-@dataclass(frozen=True)
-class Decided:
-    """The decision was recorded (or a waiting drain hurried or cancelled, or a resumption cut
-    short taken over) and the run went on to where it stopped."""
-
-    run: RunbookRun
-    outcome: RunOutcome
-    state: str
-    """approved | rejected | expired (given after its expiry: the rejected branch) | drain now |
-    drain cancelled | resumed."""
-    approval: ApprovalRow | None
-    """The approval decided, as read before the decision (None for a drain or a resumption)."""
-
-
-@dataclass(frozen=True)
-class Refused:
-    """The approval policy refused the decider; the approval stays pending."""
-
-    run: RunbookRun
-    reason: str
-
-
-@dataclass(frozen=True)
-class NotPending:
-    """Nothing waits for this decision."""
-
-    subject: str
-    """The reference as a person reads it: "run 1a2b3c4d (completed)", "INC-3 (resolved)"."""
-    run: RunbookRun | None
-    decided: ApprovalRow | None
-    """The last decided approval: who decided it and when (None if none was ever asked)."""
-    busy: str = ""
-    """Which worker is resuming the run right now, when one is."""
-
-    def text(self) -> str:
-        if self.busy:
-            return self.busy
-        told = f"{self.subject} has no pending approval"
-        if self.decided is not None:
-            who = f" by {self.decided.actor}" if self.decided.actor else ""
-            when = self.decided.decided_at
-            at = f" at {when:%Y-%m-%d %H:%M:%S} UTC" if when else ""
-            told += f": it was already {self.decided.state}{who}{at}"
-        return told
-
-
-@dataclass(frozen=True)
-class Unknown:
-    """No run or incident by that reference."""
-
-    ref: str
-
-
-Outcome = Decided | Refused | NotPending | Unknown
 
 
 class Resumer(Protocol):
@@ -375,23 +300,6 @@ class Approving:
         state = "drain now" if verdict == "approve" else "drain cancelled"
         ended = outcome or self.runs.continue_run(run.id)
         return Decided(run=run, outcome=ended, state=state, approval=None)
-
-
-def decided_run(outcome: Outcome) -> RunOutcome:
-    """The run a decision drove on, or the error an outcome that drove none is as an exception
-    (`RunEngine.resume` and the CLI: PolicyDenied exits 2, the others are bad input)."""
-    if isinstance(outcome, Decided):
-        return outcome.outcome
-    if isinstance(outcome, Refused):
-        raise PolicyDenied(outcome.reason)
-    if isinstance(outcome, NotPending):
-        raise RunStateError(outcome.text())
-    raise NotFound(f"no incident or run '{outcome.ref}' (see `gpu-oncall incidents`)")
-
-
-def refusal_note(actor: str, reason: str) -> str:
-    """The timeline text of a refused decision."""
-    return f"Approval by {actor} refused: {reason}"
 
 
 def choose_actions(proposals: list[dict[str, Any]], only: Collection[str]) -> list[dict[str, Any]]:

@@ -30,10 +30,11 @@ from sqlalchemy.engine import Engine
 from bot.actions.policy import Policy
 from bot.clock import FakeClock
 from bot.engine import deferred, executors
-from bot.engine.approving import Approving, Decide, decided_run
+from bot.engine.approving import Approving
 from bot.engine.catalog import RunbookCatalog
 from bot.engine.collector import tune_collector
 from bot.engine.compiling import build_graph
+from bot.engine.decisions import Decide, decided_run
 from bot.engine.inputs import resolve_inputs
 from bot.engine.leases import LeaseKeeper
 from bot.engine.loading import LoadedRunbook

@@ -18,7 +18,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from bot.engine.approving import Approving, Decide, Decided, NotPending, Outcome, Refused
+from bot.engine.approving import Approving
+from bot.engine.decisions import Decide, Decided, NotPending, Outcome, Refused
 from bot.errors import NotFound, PolicyDenied, RunStateError, UserInputError
 from bot.slack import messages
 from bot.slack.answers import preview_blocks

@@ -23,7 +23,8 @@ from sqlmodel import select
 from bot.cli import runs
 from bot.cli.terminal import Terminal
 from bot.config import PolicySettings, Settings, StorageSettings
-from bot.engine.approving import Approving, Decide, Decided, NotPending, Outcome, Unknown
+from bot.engine.approving import Approving
+from bot.engine.decisions import Decide, Decided, NotPending, Outcome, Unknown
 from bot.errors import PolicyDenied
 from bot.intake.alerts import parse_webhook
 from bot.intake.receiving import receive_webhook
