@@ -1,9 +1,10 @@
 """Approval queries (keyword-only, one session passed in, no commits here).
 
 One approval per (run, step), enforced by a unique constraint, so a re-run approval node or a
-second replica finds the existing request. A decision is a conditional update from `pending`,
-so two people clicking at once cannot both decide; an approval past its expiry can be
-rejected or expired but never approved.
+second replica finds the existing request. A decision is a conditional update from `pending`
+(`record_decision`), so two people clicking at once cannot both decide; an approval past its
+expiry can be rejected or expired but never approved. A person's decision reads the rows once
+(`list_approvals`) and decides on what it read (bot/engine/approving.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import update
+from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session, col, select
 
 from storage.db import insert_unique
@@ -90,13 +92,19 @@ def list_pending(session: Session) -> list[ApprovalRow]:
     return sorted(session.exec(statement), key=lambda row: row.requested_at)
 
 
-def list_approvals(session: Session, *, incident_id: int) -> list[ApprovalRow]:
-    """Every approval of an incident, oldest first."""
-    statement = (
-        select(ApprovalRow)
-        .where(ApprovalRow.incident_id == incident_id)
-        .order_by(col(ApprovalRow.requested_at), col(ApprovalRow.id))
-    )
+def list_approvals(
+    session: Session, *, incident_id: int | None = None, run_id: str | None = None
+) -> list[ApprovalRow]:
+    """Every approval of an incident, or of a run, oldest first (one SELECT). Give exactly one
+    of the two."""
+    if (run_id is None) == (incident_id is None):
+        raise TypeError("list_approvals() needs exactly one of run_id= or incident_id=")
+    statement = select(ApprovalRow)
+    if run_id is not None:
+        statement = statement.where(ApprovalRow.run_id == run_id)
+    else:
+        statement = statement.where(ApprovalRow.incident_id == incident_id)
+    statement = statement.order_by(col(ApprovalRow.requested_at), col(ApprovalRow.id))
     return list(session.exec(statement))
 
 
@@ -109,35 +117,56 @@ def decide_approval(
     reason: str | None = None,
     at: datetime,
 ) -> ApprovalRow:
-    """Approve, reject or expire a pending approval.
+    """Approve, reject or expire a pending approval, read here by its id.
 
     Raises ApprovalNotPendingError if it was already decided (by anyone, including a
     concurrent request), and ApprovalExpiredError when approving at or after its expiry.
+    """
+    row = get_approval(session, approval_id)
+    if row is None:
+        raise RecordNotFoundError(f"no approval #{approval_id}")
+    if not record_decision(session, approval=row, state=state, actor=actor, reason=reason, at=at):
+        session.refresh(row)  # lost: read who decided it, to say so
+        raise _not_pending(row)
+    for name, value in (("state", state), ("actor", actor), ("reason", reason), ("decided_at", at)):
+        set_committed_value(row, name, value)  # what the UPDATE wrote; no read back
+    return row
+
+
+def record_decision(
+    session: Session,
+    *,
+    approval: ApprovalRow,
+    state: str,
+    actor: str,
+    reason: str | None = None,
+    at: datetime,
+) -> bool:
+    """Decide `approval` (a row the caller read) by one conditional UPDATE from `pending`, and
+    read nothing: True when this call decided it, False when someone decided it first (here or
+    on another replica; the caller reads who, if it must say so).
+
+    Raises ApprovalNotPendingError when the row read was no longer pending, and
+    ApprovalExpiredError when approving at or after its expiry.
     """
     if state not in DECISIONS:
         raise InvalidValueError(
             f"cannot set an approval to '{state}' (decisions: {', '.join(DECISIONS)})"
         )
-    row = get_approval(session, approval_id)
-    if row is None:
-        raise RecordNotFoundError(f"no approval #{approval_id}")
-    if row.state != PENDING:
-        raise _not_pending(row)
-    if state == "approved" and at >= row.expires_at:
+    if approval.state != PENDING:
+        raise _not_pending(approval)
+    if state == "approved" and at >= approval.expires_at:
         raise ApprovalExpiredError(
-            f"{_describe(row)} expired at {row.expires_at:%Y-%m-%d %H:%M:%S} UTC and can no "
-            "longer be approved; start a new run to get a fresh approval request"
+            f"{_describe(approval)} expired at {approval.expires_at:%Y-%m-%d %H:%M:%S} UTC and "
+            "can no longer be approved; start a new run to get a fresh approval request"
         )
     statement = (
         update(ApprovalRow)
-        .where(col(ApprovalRow.id) == approval_id, col(ApprovalRow.state) == PENDING)
+        .where(col(ApprovalRow.id) == approval.id, col(ApprovalRow.state) == PENDING)
         .values(state=state, actor=actor, reason=reason, decided_at=at)
+        .execution_options(synchronize_session=False)
     )
-    changed = session.exec(statement).rowcount
-    session.refresh(row)
-    if changed != 1:
-        raise _not_pending(row)
-    return row
+    return bool(session.exec(statement).rowcount == 1)
 
 
 def expire_approvals(session: Session, *, at: datetime) -> list[ApprovalRow]:

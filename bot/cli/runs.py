@@ -13,6 +13,8 @@ from typing import Any
 from bot.cli import journeys
 from bot.cli.terminal import Terminal
 from bot.config import Settings
+from bot.engine.approving import Approving
+from bot.engine.decisions import Decide, Decided, decided_run
 from bot.engine.running import RunOutcome
 from bot.wiring.runtime import open_runtime, simulated
 
@@ -60,19 +62,37 @@ def decide(
     as_json: bool,
     only: Sequence[str] = (),
 ) -> int:
+    """`approve`/`reject`: the approval use case (bot/engine/approving.py), rendered as text and
+    an exit code (a refusal exits 2 through main's one error boundary, as any bad request)."""
     with open_runtime(settings, scenario_path=_decision_scenario(settings, scenario)) as rt:
-        run_id = journeys.find_pending_run(rt, ref)
         quiet = Terminal(io.StringIO()) if as_json else term
-        outcome = rt.engine.resume(
-            run_id, decision=decision, actor=actor, reason=reason, on_step=quiet.step, only=only
-        )
+        request = Decide(ref=ref, decision=decision, actor=actor, reason=reason, only=tuple(only))
+        decided = Approving.of(rt.engine).decide(request, on_step=quiet.step)
+        outcome = decided_run(decided)
         journeys.after_run(rt, quiet, outcome)
+        if isinstance(decided, Decided) and decided.state == "expired":
+            quiet.line(expired_line(decided))
         journeys.still_pending(quiet, outcome)
         incident_id = int(outcome.incident.removeprefix("INC-"))
         journeys.settle_simulated_alert(rt, quiet, incident_id)  # sim mode only
         if as_json:
             term.line(json.dumps(outcome_json(outcome), indent=2, default=str))
     return journeys.acted_exit_code(outcome)
+
+
+def expired_line(decided: Decided) -> str:
+    """What an approval given after its expiry did: nothing; and how to ask again (the same words
+    as Slack's ephemeral reply)."""
+    run = decided.run
+    expires_at = decided.approval.expires_at if decided.approval is not None else None
+    when = f" at {expires_at:%H:%M} UTC" if expires_at else ""
+    inputs = " ".join(f"{k}={v}" for k, v in run.inputs.items() if k != "requester")
+    retry = f"gpu-oncall run {run.runbook} {inputs}".strip()
+    return (
+        f"  The approval for INC-{run.incident_id} expired{when}, so nothing was done. "
+        f"If the fault persists, start a fresh run: {retry}"
+    )
+
 
 def _decision_scenario(settings: Settings, given: Path | None) -> Path | None:
     """The scenario an approval continues on: the one given, else the fleet's saved one (sim

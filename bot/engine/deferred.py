@@ -451,25 +451,9 @@ def cancel_drain(
     return nodes
 
 
-def hurry_check(
-    policy: Policy,
-    item: WorkItem,
-    *,
-    actor: str,
-    requester: str,
-    groups: Collection[str],
-    runbook: str,
-) -> None:
-    """`approve --only drain` while the plan waits: the approver must be allowed a drain now."""
-    risks = [Risk(str(p.get("risk", "high"))) for p in item.payload.get("plan", [])]
-    check_approver(
-        policy,
-        actor=actor,
-        requester=requester,
-        risks=risks or [Risk.HIGH],
-        groups=groups,
-        runbook=runbook,
-    )
+def plan_risks(item: WorkItem) -> list[Risk]:
+    """The risks `approve --only drain` approves while the plan waits (high if unnamed)."""
+    return [Risk(str(p.get("risk", "high"))) for p in item.payload.get("plan", [])] or [Risk.HIGH]
 
 
 def decide(

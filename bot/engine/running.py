@@ -27,12 +27,14 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command, Interrupt
 from sqlalchemy.engine import Engine
 
-from bot.actions.policy import Policy, Risk, check_approver
+from bot.actions.policy import Policy
 from bot.clock import FakeClock
 from bot.engine import deferred, executors
+from bot.engine.approving import Approving
 from bot.engine.catalog import RunbookCatalog
 from bot.engine.collector import tune_collector
 from bot.engine.compiling import build_graph
+from bot.engine.decisions import Decide, decided_run
 from bot.engine.inputs import resolve_inputs
 from bot.engine.leases import LeaseKeeper
 from bot.engine.loading import LoadedRunbook
@@ -52,7 +54,6 @@ from storage import approvals as approval_store
 from storage import incidents as incident_store
 from storage import runs as run_store
 from storage.db import session_scope
-from storage.errors import ApprovalNotPendingError
 from storage.transient import RetryPolicy, retry_transient
 
 logger = logging.getLogger(__name__)
@@ -247,7 +248,9 @@ class RunEngine:
         groups: Collection[str] = (),
         only: Collection[str] = (),
     ) -> RunOutcome:
-        """Approve or reject the run's pending approval and drive the run to its end.
+        """Approve or reject the run's pending approval and drive the run to its end: the
+        approval use case (bot/engine/approving.py: one read of the approval, one policy
+        resolution, one conditional decision) with its outcome as the run or an exception.
 
         `only` approves a subset: the named actions run now, the others stay pending as a new
         approval with its own expiry (bot/engine/steps/remediate.py); the approver policy is
@@ -260,98 +263,16 @@ class RunEngine:
         if it dies mid-way the next worker (a `serve` replica, or a second `approve` of the
         same run) takes the resumption over instead of refusing it.
         """
-        if decision not in ("approve", "reject"):
-            raise UserInputError(f"decision must be approve or reject, not '{decision}'")
-        now = self.deps.clock.now()
-        with session_scope(self.db) as session:
-            run = run_store.get_run(session, run_id)
-            if run is None:
-                raise NotFound(f"unknown run '{run_id}'")
-            pending = approval_store.pending_approval_for(session, run_id=run_id)
-            interrupted = None
-            plan = None if pending is not None else deferred.waiting_plan(session, run_id)
-            if plan is not None:
-                deferred.check_only(only)
-                if decision == "approve":
-                    deferred.hurry_check(
-                        self.policy_for(run.runbook),
-                        plan,
-                        actor=actor,
-                        requester=str(run.inputs.get("requester", "")),
-                        groups=groups,
-                        runbook=run.runbook,
-                    )
-            elif only and decision == "reject":
-                raise UserInputError(
-                    "reject --only cancels a drain that waits for the next checkpoint; to "
-                    "refuse some of the pending actions, approve the others with --only"
-                )
-            elif pending is None or pending.id is None:
-                interrupted = self.work.interrupted_resumption(session, run_id)
-                if interrupted is None:
-                    raise RunStateError(
-                        f"run {run_id[:8]} is {run.status}: it has no pending approval"
-                    )
-        if plan is not None:  # a drain waiting for the next checkpoint: cancel or hurry it
-            outcome = deferred.decide(
-                self.work,
-                plan,
-                decision=decision,
-                actor=actor,
-                reason=reason,
-                drive=lambda answer: self.continue_run(run_id, answer=answer, on_step=on_step),
-            )
-            return outcome or self.continue_run(run_id)
-        if interrupted is not None:
-            return self.work.perform_claimed(interrupted, on_step)
-        assert pending is not None and pending.id is not None
-        with session_scope(self.db) as session:
-            incident_id = run.incident_id
-            proposals = list(pending.payload.get("proposals", []))
-            chosen = choose_actions(proposals, only) if decision == "approve" else proposals
-            if decision == "approve" and now < pending.expires_at:
-                risks = [Risk(p["risk"]) for p in chosen]
-                requester = str(pending.payload.get("requester", ""))
-                check_approver(
-                    self.policy_for(run.runbook),
-                    actor=actor,
-                    requester=requester,
-                    risks=risks,
-                    groups=groups,
-                    runbook=run.runbook,
-                )
-            state = _decided_state(decision, expired=now >= pending.expires_at)
-            try:
-                approval_store.decide_approval(
-                    session,
-                    approval_id=pending.id,
-                    state=state,
-                    actor=actor,
-                    reason=reason or None,
-                    at=now,
-                )
-            except ApprovalNotPendingError as exc:
-                raise RunStateError(str(exc)) from exc
-            answer: dict[str, Any] = {
-                "decision": decision,
-                "actor": actor,
-                "at": now.isoformat(),
-                "reason": reason,
-            }
-            if only and decision == "approve":
-                answer["only"] = sorted({str(p["action"]) for p in chosen})
-            if groups:  # a deferred drain checks its approver again when it runs
-                answer["groups"] = sorted(groups)
-            item = self.work.record_work(
-                session,
-                kind="resume",
-                key=f"resume:{run_id}:{pending.id}",
-                incident_id=incident_id,
-                run_id=run_id,
-                payload={"answer": answer},
-                claim=True,
-            )
-        return self.work.perform_claimed(item, on_step)
+        member = frozenset(groups)
+        request = Decide(
+            ref=run_id,
+            decision=decision,
+            actor=actor,
+            reason=reason,
+            only=tuple(only),
+            groups=lambda _approvers: member,
+        )
+        return decided_run(Approving.of(self).decide(request, on_step=on_step))
 
     # -- continue ----------------------------------------------------------------------------
     def continue_run(
@@ -698,23 +619,6 @@ class RunEngine:
         return "completed"
 
 
-def choose_actions(
-    proposals: Sequence[Mapping[str, Any]], only: Collection[str]
-) -> list[Mapping[str, Any]]:
-    """The proposals `only` names by action (all of them when `only` is empty); a name that is
-    not among them is a UserInputError listing the ones that are."""
-    if not only:
-        return list(proposals)
-    names = {str(p["action"]) for p in proposals}
-    unknown = sorted(set(only) - names)
-    if unknown:
-        raise UserInputError(
-            f"--only {unknown[0]}: not among the actions awaiting approval "
-            f"({', '.join(sorted(names))})"
-        )
-    return [p for p in proposals if str(p["action"]) in only]
-
-
 def _is_timer(value: Any) -> bool:
     """A verification's wait for its next poll (steps/remediate.py), not a question to people."""
     return isinstance(value, Mapping) and value.get("kind") == "timer"
@@ -742,13 +646,6 @@ def _initial_state(
         "target": str(inputs.get(name, "")) if name else "",
         "steps": {},
     }
-
-
-def _decided_state(decision: str, *, expired: bool) -> str:
-    """An approval given after its expiry is recorded as expired (the rejected branch)."""
-    if expired:
-        return "expired"
-    return "approved" if decision == "approve" else "rejected"
 
 
 def _checkpoint_id(app: Any, config: Mapping[str, Any], graph_input: Any) -> str | None:

@@ -1,12 +1,14 @@
-"""Approval buttons: Approve, Reject and each action's own Approve resume the interrupted run
-through `RunEngine.resume`, exactly as `gpu-oncall approve [--only ACTION]` does (one decision
-path: the engine reads the approval once and checks the policy against the approved actions'
-risks); Dry run previews the actions and changes nothing.
+"""Approval buttons: Approve, Reject, each action's own Approve and the drain plan's Drain now
+and Cancel are a thin adapter over the approval use case (bot/engine/approving.py), exactly as
+`gpu-oncall approve|reject [--only ACTION]` is: one read of the approval, one resolution of the
+policy (approvers, two-person rule, expiry), one conditional decision. Dry run previews the
+actions and changes nothing.
 
-Policy is the engine's (approvers, two-person rule, expiry, blast radius); this module only
-resolves the clicker's user groups first. A refusal is recorded on the timeline and re-raised,
-so the person who clicked gets the reason as an ephemeral reply. A second click finds the
-approval decided (the database decides, once) and is told who decided it and when.
+This module only turns a click into a `Decide` (the clicker's user groups are looked up among
+the approvers the use case resolved) and renders the outcome: the live message is updated as
+the run goes on and when it stops; a refusal (on the timeline already) or a click on an
+approval someone already decided comes back to the person who clicked as an ephemeral reply
+(bot/slack/failures.py), an approval given after its expiry as an ephemeral "expired".
 """
 
 from __future__ import annotations
@@ -16,21 +18,16 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from bot.actions.policy import approvers_of
-from bot.engine import deferred
-from bot.engine.schema import StepKind
+from bot.engine.approving import Approving
+from bot.engine.decisions import Decide, Decided, NotPending, Outcome, Refused
 from bot.errors import NotFound, PolicyDenied, RunStateError, UserInputError
-from bot.incidents import lifecycle
-from bot.incidents.timeline import BOT, EventKind
 from bot.slack import messages
 from bot.slack.answers import preview_blocks
 from bot.slack.deps import Reply, SlackDeps
 from bot.slack.previewing import preview
 from bot.slack.triaging import LiveTriage, TriageMessages
-from storage import approvals as approval_store
-from storage import runs as run_store
-from storage.db import session_scope
-from storage.tables import ApprovalRow, RunbookRun
+from storage.incidents import parse_incident_ref
+from storage.tables import ApprovalRow
 
 REJECT_REASON = "rejected in Slack"
 
@@ -54,46 +51,38 @@ def parse_button_value(value: str) -> ButtonValue:
 
 
 class Approvals:
-    """Handles the three buttons of a triage message."""
+    """Handles the buttons of a triage message."""
 
     def __init__(self, deps: SlackDeps, messages: TriageMessages) -> None:
         self.deps, self.messages = deps, messages
+        self.deciding = Approving.of(deps.rt.engine)
 
     def decide(
         self, *, decision: str, value: ButtonValue, user: str, channel: str, ts: str, reply: Reply
     ) -> None:
         """Approve or reject; the run continues to its end on the run pool's thread."""
-        rt = self.deps.rt
-        run, _approval = self._pending(value.run)
-        live = self.messages.adopt(
-            incident_id=run.incident_id, channel=channel, ts=ts, run_id=run.id
+        incident_id = parse_incident_ref(value.incident)
+        if incident_id is None:
+            raise UserInputError(messages.FOREIGN_BUTTON)
+        live = _Live(self.messages, incident_id=incident_id, channel=channel, ts=ts, run=value.run)
+        request = Decide(
+            ref=value.run,
+            decision=decision,
+            actor=user,
+            reason=REJECT_REASON if decision == "reject" else "",
+            only=(value.only,) if value.only and decision == "approve" else (),
+            groups=lambda approvers: self.deps.groups.groups_of(user, among=approvers),
         )
-        groups: frozenset[str] = frozenset()
-        if decision == "approve":
-            approvers = approvers_of(rt.engine.policy_for(run.runbook), run.runbook)
-            groups = self.deps.groups.groups_of(user, among=approvers)
-        try:
-            outcome = rt.engine.resume(
-                run.id,
-                decision=decision,
-                actor=user,
-                reason=REJECT_REASON if decision == "reject" else "",
-                groups=groups,
-                on_step=live.on_step,
-                only=[value.only] if value.only and decision == "approve" else (),
-            )
-        except PolicyDenied as exc:
-            self._note(run, user, messages.approval_refused_note(user, exc.reason))
-            raise
-        except RunStateError as exc:
-            _run, decided = self._approval(run.id)
-            raise RunStateError(_already(decided)) from exc
-        live.finish(outcome, decided=True)
-        self._tell_if_expired(run, live, reply)
+        self._render(self.deciding.decide(request, on_step=live.on_step), live, reply)
 
     def dry_run(self, *, value: ButtonValue, user: str, channel: str, ts: str) -> None:
         """Reply in the thread with what each proposed action would do now."""
-        run, approval = self._approval(value.run)
+        shown = self.deciding.shown(value.run)
+        if shown is None:
+            raise RunStateError(messages.no_approval(value.run))
+        if not isinstance(shown, tuple):
+            raise NotFound(messages.unknown_run(value.run))
+        run, approval = shown
         proposals: list[Mapping[str, Any]] = list(approval.payload.get("proposals", []))
         lines = [preview(self.deps.rt.deps.cluster, p) for p in proposals]
         live = self.messages.adopt(
@@ -104,64 +93,59 @@ class Approvals:
             live, text=messages.dry_run_title(ref), blocks=preview_blocks(ref, lines)
         )
         summary = "; ".join(line.text for line in lines)
-        self._note(run, user, messages.dry_run_note(user, summary))
+        self.deciding.note(run, user, messages.dry_run_note(user, summary))
 
-    # -- reads and notes -----------------------------------------------------------------------
-    def _approval(self, run_id: str) -> tuple[RunbookRun, ApprovalRow]:
-        rt = self.deps.rt
-        with session_scope(rt.db) as session:
-            run = run_store.get_run(session, run_id)
-            if run is None:
-                raise NotFound(messages.unknown_run(run_id))
-            pending = approval_store.pending_approval_for(session, run_id=run_id)
-            if pending is not None:  # also the rest of a partial approval (`--only`)
-                return run, pending
-            loaded = rt.catalog.get(run.runbook)
-            for step in loaded.runbook.steps:
-                if step.kind is StepKind.APPROVE:
-                    row = approval_store.get_approval_for_step(
-                        session, run_id=run_id, step_id=step.id
-                    )
-                    if row is not None:
-                        return run, row
-        raise RunStateError(messages.no_approval(run_id))
-
-    def _pending(self, run_id: str) -> tuple[RunbookRun, ApprovalRow]:
-        """The run and its approval, still to decide; or already approved with a drain that
-        waits for the next checkpoint (the drain-now and cancel buttons decide that)."""
-        run, approval = self._approval(run_id)
-        if approval.state != approval_store.PENDING and not self._drain_waits(run_id):
-            raise RunStateError(_already(approval))
-        return run, approval
-
-    def _drain_waits(self, run_id: str) -> bool:
-        with session_scope(self.deps.rt.db) as session:
-            return deferred.waiting_plan(session, run_id) is not None
-
-    def _tell_if_expired(self, run: RunbookRun, live: LiveTriage, reply: Reply) -> None:
-        _run, approval = self._approval(run.id)
-        if approval.state != "expired":
+    def _render(self, outcome: Outcome, live: _Live, reply: Reply) -> None:
+        """The live message for a decision; an ephemeral reply for the rest."""
+        if isinstance(outcome, Decided):
+            live.adopted().finish(outcome.outcome, decided=True)
+            if outcome.state == "expired" and outcome.approval is not None:
+                reply(
+                    text=_expired(outcome, outcome.approval),
+                    response_type="ephemeral",
+                    replace_original=False,
+                )
             return
-        inputs = " ".join(f"{k}={v}" for k, v in run.inputs.items() if k != "requester")
-        text = messages.expired(
-            ref=f"INC-{run.incident_id}",
-            expires_at=approval.expires_at,
-            retry=f"/gpu run {run.runbook} {inputs}".strip(),
-        )
-        reply(text=text, response_type="ephemeral", replace_original=False)
+        if isinstance(outcome, Refused):
+            live.adopted()
+            raise PolicyDenied(outcome.reason)
+        if isinstance(outcome, NotPending):
+            if outcome.decided is not None:
+                raise RunStateError(_already(outcome.decided))
+            raise RunStateError(outcome.busy or messages.no_approval(live.run))
+        raise NotFound(messages.unknown_run(outcome.ref))
 
-    def _note(self, run: RunbookRun, user: str, text: str) -> None:
-        rt = self.deps.rt
-        with session_scope(rt.db) as session:
-            lifecycle.record(
-                session,
-                incident_id=run.incident_id,
-                kind=EventKind.NOTE,
-                at=rt.clock.now(),
-                actor=user or BOT,
-                summary=text,
-                run_id=run.id,
+
+class _Live:
+    """The clicked message, made the run's live message when the decision goes through (as the
+    run's first step is told, or when it stops) or is refused; left alone otherwise."""
+
+    def __init__(
+        self, messages: TriageMessages, *, incident_id: int, channel: str, ts: str, run: str
+    ) -> None:
+        self.messages, self.incident_id, self.channel, self.ts = messages, incident_id, channel, ts
+        self.run = run
+        self._live: LiveTriage | None = None
+
+    def adopted(self) -> LiveTriage:
+        if self._live is None:
+            self._live = self.messages.adopt(
+                incident_id=self.incident_id, channel=self.channel, ts=self.ts, run_id=self.run
             )
+        return self._live
+
+    def on_step(self, step_id: str, output: Mapping[str, Any]) -> None:
+        self.adopted().on_step(step_id, output)
+
+
+def _expired(outcome: Decided, approval: ApprovalRow) -> str:
+    run = outcome.run
+    inputs = " ".join(f"{k}={v}" for k, v in run.inputs.items() if k != "requester")
+    return messages.expired(
+        ref=f"INC-{run.incident_id}",
+        expires_at=approval.expires_at,
+        retry=f"/gpu run {run.runbook} {inputs}".strip(),
+    )
 
 
 def _already(approval: ApprovalRow) -> str:

@@ -65,11 +65,6 @@ def expired(*, ref: str, expires_at: datetime, retry: str) -> str:
     )
 
 
-def approval_refused_note(actor: str, reason: str) -> str:
-    """Timeline text for a refused click."""
-    return f"Approval by {actor} refused: {reason}"
-
-
 def acknowledged(ref: str) -> str:
     return f":eyes: {ref} acknowledged. Its triage message shows who acknowledged it."
 
