@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from simulator.metric_base import EntityKey, Family, gpu_entity, hca_entity
+from simulator.entities import EntityKey, Family, gpu_entity, hca_entity
 from simulator.pods import SimPod
 from simulator.topology import GpuSpec, HcaSpec, NodeSpec
 from simulator.tracks import Effect, FaultWindow

@@ -1,4 +1,4 @@
-"""The vocabulary of simulated series: families, entities, seeds and metric definitions.
+"""The vocabulary of simulated series: node views, seeds and metric definitions.
 
 A `MetricDef` says which exporter family exposes a metric and how to lay out a node's healthy
 series (`Seed`s: labels plus `base + slope·t`, or a model-driven value). Pure data; the metric
@@ -11,14 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
+from simulator.entities import EntityKey, Family
 from simulator.topology import NodeSpec
 
 if TYPE_CHECKING:
     from simulator.workloads import Placement, Workloads
-
-Family = Literal["dcgm", "node_exporter", "kube_state_metrics", "scrape", "job", "vllm"]
-EntityKey = tuple[str, ...]
-"""Which series of a node: `("gpu", "5")`, `("hca", "0")`, `("condition", "Ready", "true")`."""
 
 
 @dataclass(frozen=True)
@@ -73,16 +70,3 @@ class MetricDef:
     pod_level: bool = False
     """Series about pods, not nodes (kube-state-metrics pod metrics): pod_metrics.py lays
     them out; `seeds` is unused."""
-
-
-_GPU_ENTITIES = tuple(("gpu", str(i)) for i in range(64))
-_HCA_ENTITIES = tuple(("hca", str(i)) for i in range(64))
-
-
-def gpu_entity(index: int) -> EntityKey:
-    """`("gpu", "5")`, shared rather than rebuilt for every series."""
-    return _GPU_ENTITIES[index] if index < len(_GPU_ENTITIES) else ("gpu", str(index))
-
-
-def hca_entity(index: int) -> EntityKey:
-    return _HCA_ENTITIES[index] if index < len(_HCA_ENTITIES) else ("hca", str(index))

@@ -11,15 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from simulator.metric_base import (
-    EntityKey,
-    Family,
-    MetricDef,
-    NodeView,
-    Seed,
-    gpu_entity,
-    hca_entity,
-)
+from simulator.entities import EntityKey, Family, gpu_entity, hca_entity
+from simulator.metric_base import MetricDef, NodeView, Seed
 from simulator.pod_metrics import POD_METRICS
 from simulator.topology import GpuSpec, HcaSpec
 from simulator.workload_metrics import WORKLOAD_METRICS

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from integrations.errors import ScenarioError
 from simulator.fault_base import ActiveFault
 from simulator.faults import FAULT_KINDS
-from simulator.scenarios import FaultSpec, FleetSpec
+from simulator.scenario_specs import FaultSpec, FleetSpec
 from simulator.topology import GpuSpec, HcaSpec, NodeSpec
 from simulator.tracks import FaultWindow
 

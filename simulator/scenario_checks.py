@@ -16,7 +16,7 @@ from simulator.faults import FAULT_KINDS
 from simulator.topology import NODE_PREFIX, node_name_width
 
 if TYPE_CHECKING:
-    from simulator.scenarios import FaultSpec, Scenario
+    from simulator.scenario_specs import FaultSpec, Scenario
 
 
 def reference_problems(s: Scenario) -> Iterator[tuple[str, str]]:

@@ -15,7 +15,7 @@ from simulator.fault_base import Impact
 from simulator.metrics import METRICS, SCRAPE_FAMILY, EntityKey, MetricDef, NodeView, Seed
 from simulator.pod_metrics import pod_tracks
 from simulator.pods import SimPod
-from simulator.scenarios import FleetSpec
+from simulator.scenario_specs import FleetSpec
 from simulator.states import NodeState
 from simulator.topology import NodeSpec
 from simulator.tracks import Computed, Effect, FaultWindow, Gone, Track, order_effects

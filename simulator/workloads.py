@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from simulator.fault_base import JobEffect, ServiceEffect, WorkloadEffect
 from simulator.pods import SimPod
-from simulator.scenarios import WorkloadSpec
+from simulator.scenario_specs import WorkloadSpec
 from simulator.serving import InferenceService
 from simulator.training import TrainingJob
 

@@ -36,6 +36,10 @@ from storage import work as work_store
 from storage.db import session_scope
 
 if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+    from bot.clock import Clock
+    from bot.config import PagesSettings
     from bot.wiring.simulation import Simulation
 
 
@@ -61,7 +65,8 @@ def alert_journey(rt: Runtime, term: Terminal, *, yes: bool, user: str, interact
     term.heading("Alert received from Alertmanager")
     labels = " ".join(f'{k}="{v}"' for k, v in webhook["alerts"][0]["labels"].items())
     term.line(f"  {trigger.alertname} firing since {fired_at:%H:%M:%S} UTC  {{{labels}}}")
-    with session_scope(rt.db) as session:
+    db = rt.db
+    with session_scope(db) as session:
         received = receive_webhook(
             session, parse_webhook(webhook), routes=rt.catalog.alert_routes(), at=rt.clock.now()
         )[0]
@@ -87,15 +92,15 @@ def alert_journey(rt: Runtime, term: Terminal, *, yes: bool, user: str, interact
         return 0
     after_run(rt, term, outcome)
     settle_simulated_alert(rt, term, received.incident_id)
-    print_incident(rt, term, received.incident_id)
-    write_html_postmortem(rt, term, received.incident_id)
+    print_incident(db, term, received.incident_id, pages=rt.settings.pages)
+    write_html_postmortem(db, term, received.incident_id, pages=rt.settings.pages, clock=rt.clock)
     return 0
 
 
 def settle_simulated_alert(rt: Runtime, term: Terminal, incident_id: int) -> None:
     """In sim mode, once a fix is verified, play Alertmanager's part: the scenario's alert
     resolves. Outside sim mode nothing is faked: the real alert's resolution resolves it."""
-    if rt.sim is None or not _mitigated(rt, incident_id):
+    if rt.sim is None or not _mitigated(rt.db, incident_id):
         return
     from bot.wiring.simulation import settle_alert
 
@@ -135,7 +140,7 @@ def command_journey(
     final = _approval(rt, term, outcome, yes=yes, user=user, interactive=interactive)
     if final is not None:
         after_run(rt, term, final)
-        print_incident(rt, term, incident_id, timeline=False)
+        print_incident(rt.db, term, incident_id, pages=rt.settings.pages, timeline=False)
     return final or outcome
 
 
@@ -256,8 +261,10 @@ def still_pending(term: Terminal, outcome: RunOutcome) -> None:
     term.line(f"  Reject with:   gpu-oncall reject {outcome.incident} --reason '...'")
 
 
-def print_incident(rt: Runtime, term: Terminal, incident_id: int, *, timeline: bool = True) -> None:
-    with session_scope(rt.db) as session:
+def print_incident(
+    db: Engine, term: Terminal, incident_id: int, *, pages: PagesSettings, timeline: bool = True
+) -> None:
+    with session_scope(db) as session:
         row = incident_store.get_incident(session, incident_id)
         if row is None:
             raise NotFound(f"unknown incident INC-{incident_id}")
@@ -272,23 +279,23 @@ def print_incident(rt: Runtime, term: Terminal, incident_id: int, *, timeline: b
     for definition in DEFINITIONS:
         value = getattr(figures, definition.name)
         term.line(f"  {definition.label:<18} {format_duration(value):>10}   ({definition.formula})")
-    url = rt.settings.pages.incident_url(view.ref)
+    url = pages.incident_url(view.ref)
     if url is not None:
         term.line(f"  page: {url}")
 
 
-def write_html_postmortem(rt: Runtime, term: Terminal, incident_id: int) -> Path:
+def write_html_postmortem(
+    db: Engine, term: Terminal, incident_id: int, *, pages: PagesSettings, clock: Clock
+) -> Path:
     """Write the incident's HTML postmortem beside the SQLite database (else under
     `.gpu-oncall/`) and print its path, and its page's URL when `pages.base_url` is set."""
     from bot.incidents.reporting import read_postmortem  # jinja2 only when a page is written
 
     ref = f"INC-{incident_id}"
-    url = rt.settings.pages.incident_url(ref)
-    with session_scope(rt.db) as session:
-        page = read_postmortem(
-            session, incident_id, fmt="html", page_url=url, now=rt.clock.now()
-        )
-    database = rt.db.url.database if rt.db.url.get_backend_name() == "sqlite" else None
+    url = pages.incident_url(ref)
+    with session_scope(db) as session:
+        page = read_postmortem(session, incident_id, fmt="html", page_url=url, now=clock.now())
+    database = db.url.database if db.url.get_backend_name() == "sqlite" else None
     folder = Path(database).parent if database else Path(".gpu-oncall")
     folder.mkdir(parents=True, exist_ok=True)
     path = (folder / f"{ref}-postmortem.html").resolve()
@@ -339,8 +346,8 @@ def _run_by_prefix(session: Any, prefix: str) -> Any:
     return rows[0] if len(rows) == 1 else None
 
 
-def _mitigated(rt: Runtime, incident_id: int) -> bool:
-    with session_scope(rt.db) as session:
+def _mitigated(db: Engine, incident_id: int) -> bool:
+    with session_scope(db) as session:
         row = incident_store.get_incident(session, incident_id)
         return row is not None and row.mitigated_at is not None and row.state != "resolved"
 

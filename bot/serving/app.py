@@ -49,6 +49,11 @@ from storage.engines import BUSY_TIMEOUT_MS
 from storage.errors import StorageError
 
 if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+    from bot.clock import Clock
+    from bot.engine.catalog import RunbookCatalog
+    from bot.engine.running import RunEngine
     from bot.slack.app import SlackBot
 
 logger = logging.getLogger(__name__)
@@ -63,7 +68,11 @@ class OncallApp:
     """The bot's routes. `mount(path, app)` hands a path (and everything below it) to a WSGI
     app, which sees the full path in PATH_INFO (the simulated exporters)."""
 
-    rt: Runtime
+    db: Engine
+    clock: Clock
+    catalog: RunbookCatalog
+    engine: RunEngine
+    """The run engine; `/readyz` asks its checkpointer."""
     settings: Settings
     counters: IntakeCounters
     workers: TriageWorkers
@@ -74,12 +83,12 @@ class OncallApp:
 
     def __post_init__(self) -> None:
         self.webhook_turns = WriterTurns(
-            one_at_a_time=self.rt.db.dialect.name == "sqlite", wait_seconds=BUSY_TIMEOUT_MS / 1000
+            one_at_a_time=self.db.dialect.name == "sqlite", wait_seconds=BUSY_TIMEOUT_MS / 1000
         )
         self.webhooks = WebhookIntake(
-            db=self.rt.db,
-            now=self.rt.clock.now,
-            routes=self.rt.catalog.alert_routes(),
+            db=self.db,
+            now=self.clock.now,
+            routes=self.catalog.alert_routes(),
             storms=StormPolicy.from_settings(self.settings.intake),
             queue=self.workers,
             counters=self.counters,
@@ -88,10 +97,10 @@ class OncallApp:
         token = self.settings.server.token
         self._token = token.get_secret_value().encode() if token else None
         self.pages = IncidentPages(
-            db=self.rt.db,
+            db=self.db,
             settings=self.settings.pages,
-            runbooks=self.rt.catalog.names,
-            now=self.rt.clock.now,
+            runbooks=self.catalog.names,
+            now=self.clock.now,
         )
 
     def mount(self, path: str, app: WSGIApp) -> None:
@@ -175,12 +184,12 @@ class OncallApp:
         asked while the database is away: on PostgreSQL it is the same server)."""
         problems: dict[str, str] = {}
         try:
-            with read_scope(self.rt.db) as session:
+            with read_scope(self.db) as session:
                 incident_store.count_by_state(session)
         except StorageError as exc:
             return Reply.json(503, {"status": "not ready", "problems": {"database": one_line(exc)}})
         try:
-            self.rt.engine.checkpointer.get_tuple({"configurable": {"thread_id": "readyz"}})
+            self.engine.checkpointer.get_tuple({"configurable": {"thread_id": "readyz"}})
         except Exception as exc:  # noqa: BLE001  (boundary: any saver's error means "not ready")
             name = type(exc).__name__
             logger.warning("readyz: checkpointer unreachable: %s: %s", name, one_line(exc))
@@ -190,7 +199,7 @@ class OncallApp:
         return Reply.json(200, {"status": "ready"})
 
     def metrics(self) -> Reply:
-        text = scrape(self.rt.db, self.counters)
+        text = scrape(self.db, self.counters)
         return Reply(200, text.encode(), TEXT)
 
     def _routes(self) -> list[str]:
@@ -326,9 +335,24 @@ def create_app(settings: Settings, rt: Runtime, *, socket_mode: bool = False) ->
     counters = IntakeCounters()
     server = settings.server
     workers = TriageWorkers(
-        rt, workers=server.workers, queue_limit=server.queue_limit, counters=counters
+        rt.engine,
+        db=rt.db,
+        catalog=rt.catalog,
+        clock=rt.clock,
+        silences=rt.deps.silences,
+        workers=server.workers,
+        queue_limit=server.queue_limit,
+        counters=counters,
     )
-    app = OncallApp(rt=rt, settings=settings, counters=counters, workers=workers)
+    app = OncallApp(
+        db=rt.db,
+        clock=rt.clock,
+        catalog=rt.catalog,
+        engine=rt.engine,
+        settings=settings,
+        counters=counters,
+        workers=workers,
+    )
     if rt.fleet is not None:  # sim mode: the fleet the bot works on is the one Prometheus scrapes
         from simulator.exporter import ExporterApp
 

@@ -148,6 +148,14 @@ def make_slack_bot(
         )
     )
     deps = SlackDeps(
+        db=rt.db,
+        clock=rt.clock,
+        engine=rt.engine,
+        catalog=rt.catalog,
+        cluster=rt.deps.cluster,
+        policy=rt.deps.policy,
+        log_catalog=rt.deps.log_catalog,
+        config=rt.settings,
         rt=rt,
         client=client,
         settings=slack,
@@ -213,7 +221,7 @@ def build_app(
         # request's own response_url: that URL is whatever an unauthenticated caller wrote.
         incident_id: Any = context.get("incident_id") if context is not None else None
         reply = trusted_reply(respond, context)
-        report_failure(error, reply=reply, rt=deps.rt, incident_id=incident_id)
+        report_failure(error, reply=reply, deps=deps, incident_id=incident_id)
 
     return app
 

@@ -111,7 +111,7 @@ def judge_texts(
     deps: SlackDeps, texts: Sequence[tuple[str, str]], notes: Sequence[str] = ()
 ) -> Judged:
     """One verdict over every text (bot.diagnosis.evidence.recognize, the CLI's judge)."""
-    report = recognize(texts, catalog=deps.rt.deps.log_catalog)
+    report = recognize(texts, catalog=deps.log_catalog)
     return Judged(report, tuple(name for name, _ in texts), tuple(notes))
 
 
@@ -119,14 +119,13 @@ def record_evidence(
     deps: SlackDeps, incident_id: int, judged: Judged, *, actor: str, files: Sequence[str] = ()
 ) -> str:
     """Put the verdict on the incident's timeline (a note by the person who brought it)."""
-    rt = deps.rt
-    with session_scope(rt.db) as session:
+    with session_scope(deps.db) as session:
         incident = read_incident(session, incident_id)
         lifecycle.record(
             session,
             incident_id=incident_id,
             kind=EventKind.NOTE,
-            at=rt.clock.now(),
+            at=deps.clock.now(),
             actor=actor,
             summary=f"Evidence from {', '.join(judged.sources)}: {judged.report.summary}"[:500],
             payload={
@@ -180,7 +179,7 @@ def _submit(deps: SlackDeps, message: FileMessage) -> None:
     job = guarded(
         lambda: classify_files(deps, message, incident_id=incident_id, reply=reply),
         reply=reply,
-        rt=deps.rt,
+        deps=deps,
         incident_id=incident_id,
     )
     deps.runs.submit(job)
@@ -190,7 +189,7 @@ def incident_of_thread(deps: SlackDeps, *, channel: str, thread_ts: str | None) 
     """The incident whose message starts the thread, else None."""
     if not thread_ts:
         return None
-    with session_scope(deps.rt.db) as session:
+    with session_scope(deps.db) as session:
         found = message_store.find_message(session, channel=channel, ts=thread_ts)
         if found is None or incident_store.get_incident(session, found.incident_id) is None:
             return None
@@ -201,7 +200,7 @@ def classify_files(
     deps: SlackDeps, message: FileMessage, *, incident_id: int, reply: Reply
 ) -> None:
     """Download the message's files, judge them together, answer in the thread, record it."""
-    limits = deps.rt.settings.evidence
+    limits = deps.config.evidence
     files = message.files[: limits.max_files]
     notes = [f"{len(message.files) - len(files)} more file(s) not read (evidence.max_files)"]
     notes = notes if len(message.files) > len(files) else []
@@ -233,14 +232,14 @@ def safe_name(name: str) -> str:
 
 def download(deps: SlackDeps, shared: SharedFile, *, into: Path) -> str | None:
     """Fetch one file with the bot token; a note (not an error) when it is refused or too big."""
-    limit = deps.rt.settings.evidence.max_file_bytes
+    limit = deps.config.evidence.max_file_bytes
     url = shared.url_private_download or shared.url_private
     if shared.size > limit:
         return f"{shared.name}: {shared.size} bytes, over evidence.max_file_bytes ({limit})"
     if not url or not _from_slack(url, api_url=deps.settings.api_url):
         return f"{shared.name}: not downloaded (its URL is not a Slack file URL)"
     token = deps.client.token or ""
-    timeout = deps.rt.settings.timeouts.http_seconds
+    timeout = deps.config.timeouts.http_seconds
     deadline = monotonic() + SLACK_DOWNLOAD_SECONDS
     try:
         with httpx.stream(

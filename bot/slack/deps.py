@@ -1,5 +1,6 @@
-"""What every Slack handler needs: the runtime, the Web API client, the Slack settings, the run
-pool and the user-group cache. Built once by `app.make_slack_bot`.
+"""What every Slack handler needs: the ports (the database, the clock, the run engine, the
+runbook catalog, the cluster), the bot's settings, the Web API client, the Slack settings, the
+run pool and the user-group cache. Built once by `app.make_slack_bot` from the open runtime.
 """
 
 from __future__ import annotations
@@ -10,11 +11,18 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from slack_sdk import WebClient
+from sqlalchemy import Engine
 
-from bot.config import SlackSettings
+from bot.actions.policy import Policy
+from bot.clock import Clock
+from bot.config import Settings, SlackSettings
+from bot.diagnosis.signatures import LogCatalog
+from bot.engine.catalog import RunbookCatalog
+from bot.engine.running import RunEngine
 from bot.slack.usergroups import UserGroups
 from bot.slack.workers import TrackedExecutor
 from bot.wiring.runtime import Runtime
+from integrations.cluster import Cluster
 
 
 class Reply(Protocol):
@@ -32,7 +40,19 @@ class Reply(Protocol):
 
 @dataclass(frozen=True)
 class SlackDeps:
+    db: Engine
+    """The database: `storage.db.session_scope(deps.db)` is one transaction."""
+    clock: Clock
+    engine: RunEngine
+    catalog: RunbookCatalog
+    cluster: Cluster
+    policy: Policy
+    log_catalog: LogCatalog
+    config: Settings
+    """The bot's settings (pages, evidence limits, timeouts, the approver policy)."""
     rt: Runtime
+    """The whole runtime, read by `approving.py` alone until the approval use case it is
+    carved into takes its place (tests/architecture/test_presentation_ports.py)."""
     client: WebClient
     settings: SlackSettings
     runs: TrackedExecutor

@@ -19,9 +19,8 @@ from bot.errors import OncallError
 from bot.incidents import lifecycle
 from bot.incidents.timeline import BOT, EventKind
 from bot.slack import messages
-from bot.slack.deps import Reply
+from bot.slack.deps import Reply, SlackDeps
 from bot.slack.verifying import TRUSTED
-from bot.wiring.runtime import Runtime
 from integrations.errors import IntegrationError
 from storage.db import session_scope
 from storage.errors import StorageError
@@ -30,7 +29,7 @@ logger = logging.getLogger(__name__)
 
 
 def report_failure(
-    error: BaseException, *, reply: Reply | None, rt: Runtime, incident_id: int | None
+    error: BaseException, *, reply: Reply | None, deps: SlackDeps, incident_id: int | None
 ) -> None:
     """Tell the person who asked what went wrong, and keep the details where on-call looks."""
     if isinstance(error, OncallError | IntegrationError):
@@ -44,7 +43,7 @@ def report_failure(
             exc_info=error,
             extra={"incident_id": incident_id, "ref": ref},
         )
-        noted = incident_id is not None and _note(rt, incident_id, ref, error)
+        noted = incident_id is not None and _note(deps, incident_id, ref, error)
         text = messages.unexpected_error(ref, on_timeline=noted)
     if reply is not None:
         reply(text=text, response_type="ephemeral", replace_original=False)
@@ -62,7 +61,7 @@ def trusted_reply(respond: Any, context: Any) -> Reply | None:
 
 
 def guarded(
-    job: Callable[[], None], *, reply: Reply | None, rt: Runtime, incident_id: int | None
+    job: Callable[[], None], *, reply: Reply | None, deps: SlackDeps, incident_id: int | None
 ) -> Callable[[], None]:
     """`job` wrapped for the run pool: whatever escapes it is reported, never lost."""
 
@@ -70,19 +69,19 @@ def guarded(
         try:
             job()
         except Exception as exc:  # noqa: BLE001  (boundary: reported like bolt's @app.error)
-            report_failure(exc, reply=reply, rt=rt, incident_id=incident_id)
+            report_failure(exc, reply=reply, deps=deps, incident_id=incident_id)
 
     return run
 
 
-def _note(rt: Runtime, incident_id: int, ref: str, error: BaseException) -> bool:
+def _note(deps: SlackDeps, incident_id: int, ref: str, error: BaseException) -> bool:
     try:
-        with session_scope(rt.db) as session:
+        with session_scope(deps.db) as session:
             lifecycle.record(
                 session,
                 incident_id=incident_id,
                 kind=EventKind.NOTE,
-                at=rt.clock.now(),
+                at=deps.clock.now(),
                 actor=BOT,
                 summary=f"Slack request failed unexpectedly (ref {ref}): {type(error).__name__}",
                 payload={"ref": ref, "error": type(error).__name__},

@@ -33,9 +33,9 @@ def record(
     refresh: Refresh,
 ) -> None:
     """Carry out one human verb for `user`, answer them, and refresh the incident's messages."""
-    now = deps.rt.clock.now()
+    now = deps.clock.now()
     number = command.incident_id
-    with session_scope(deps.rt.db) as session:
+    with session_scope(deps.db) as session:
         match command:
             case grammar.FiredAt(when=when, reason=reason):
                 incident = read_incident(session, number)
@@ -70,8 +70,8 @@ def postmortem_text(
 ) -> None:
     """`/gpu action` and `/gpu section`: what a person adds to the postmortem, stored as the
     CLI's `gpu-oncall action` / `section` store it (bot/incidents/writing.py)."""
-    now = deps.rt.clock.now()
-    with session_scope(deps.rt.db) as session:
+    now = deps.clock.now()
+    with session_scope(deps.db) as session:
         incident = read_incident(session, command.incident_id)
         match command:
             case grammar.ActionItem(owner=owner, text=item, due=due):
@@ -89,8 +89,8 @@ def postmortem_text(
 
 def mttr(command: grammar.Mttr, *, deps: SlackDeps, reply: Reply) -> None:
     """`/gpu mttr [window] [by runbook|layer|week]`: p50/p90 per group and GPU-hours."""
-    until = deps.rt.clock.now()
-    with session_scope(deps.rt.db) as session:
+    until = deps.clock.now()
+    with session_scope(deps.db) as session:
         groups = read_mttr_groups(session, since=until - command.window, until=until, by=command.by)
     blocks = mttr_blocks(command.label, groups, by=command.by)
     reply(text=f"MTTR {command.label}", blocks=blocks, response_type="ephemeral")

@@ -93,7 +93,7 @@ def reported(respond: Respond | None, context: BoltContext, deps: SlackDeps) -> 
     except Exception as exc:  # noqa: BLE001  (boundary: the same report as bolt's @app.error)
         reply = trusted_reply(respond, context)
         incident_id: Any = context.get("incident_id")
-        report_failure(exc, reply=reply, rt=deps.rt, incident_id=incident_id)
+        report_failure(exc, reply=reply, deps=deps, incident_id=incident_id)
 
 
 def register(app: App, *, deps: SlackDeps, replies: Replies, approvals: Approvals) -> None:
@@ -133,7 +133,7 @@ def register(app: App, *, deps: SlackDeps, replies: Replies, approvals: Approval
                         reply=respond,
                     )
 
-                deps.runs.submit(guarded(job, reply=respond, rt=deps.rt, incident_id=incident_id))
+                deps.runs.submit(guarded(job, reply=respond, deps=deps, incident_id=incident_id))
 
         return on_click
 

@@ -51,11 +51,11 @@ class Replies:
 
     def __init__(self, deps: SlackDeps, messages: TriageMessages) -> None:
         self.deps, self.messages = deps, messages
-        self.syntax = command_syntax(deps.rt.catalog)
+        self.syntax = command_syntax(deps.catalog)
 
     def handle(self, text: str, *, user: str, channel: str, reply: Reply) -> None:
         command = grammar.parse_command(text, runbooks=self.syntax)
-        catalog = self.deps.rt.catalog
+        catalog = self.deps.catalog
         match command:
             case grammar.Diagnose(node=node):
                 loaded = catalog.for_command("diagnose") or catalog.get("node-diagnose")
@@ -66,9 +66,9 @@ class Replies:
             case grammar.ListIncidents(include_resolved=everything):
                 self._incidents(everything, reply)
             case grammar.ShowIncident(incident_id=incident_id):
-                with session_scope(self.deps.rt.db) as session:
+                with session_scope(self.deps.db) as session:
                     view, events = read_views(session, incident_id)
-                pages, now = self.deps.rt.settings.pages, self.deps.rt.clock.now()
+                pages, now = self.deps.config.pages, self.deps.clock.now()
                 link = page_link(pages, view.ref, now=now)  # fresh: the posted one may expire
                 _say(reply, view.ref, answers.incident_blocks(view, events, link))
             case grammar.Ack(incident_id=incident_id):
@@ -108,20 +108,20 @@ class Replies:
         reply: Reply,
     ) -> None:
         """Validate, post the message, open the incident, and run on the run pool."""
-        rt = self.deps.rt
+        deps = self.deps
         resolved = resolve_inputs(loaded, inputs)
         name = loaded.runbook.target_input
         target = str(resolved[name]) if name else loaded.name
         kind = loaded.runbook.inputs[name].type if name else "runbook"
         if kind == "node":  # before the placeholder: a typo gets one line, no message
-            check_node_exists(rt.deps.cluster, target)
+            check_node_exists(deps.cluster, target)
         starting = messages.STARTING.format(runbook=escape(loaded.name), target=escape(target))
         channel, ts = self.messages.placeholder(channel, starting)
-        incident_id, _ = rt.engine.open_incident(loaded, resolved, actor=user)
+        incident_id, _ = deps.engine.open_incident(loaded, resolved, actor=user)
         live = self.messages.adopt(incident_id=incident_id, channel=channel, ts=ts)
 
         def run() -> None:
-            outcome = rt.engine.start(
+            outcome = deps.engine.start(
                 loaded,
                 inputs=resolved,
                 incident_id=incident_id,
@@ -130,23 +130,23 @@ class Replies:
             )
             live.finish(outcome)
 
-        self.deps.runs.submit(guarded(run, reply=reply, rt=rt, incident_id=incident_id))
+        self.deps.runs.submit(guarded(run, reply=reply, deps=deps, incident_id=incident_id))
 
     # -- reads -----------------------------------------------------------------------------------
     def _incidents(self, everything: bool, reply: Reply) -> None:
-        with session_scope(self.deps.rt.db) as session:
+        with session_scope(self.deps.db) as session:
             rows = incident_store.list_incidents(session, open_only=not everything)
             views = [incident_view(row) for row in rows]
         blocks = answers.incidents_blocks(views, include_resolved=everything)
         _say(reply, f"{len(views)} incidents", blocks)
 
     def _ack(self, incident_id: int, *, user: str, reply: Reply) -> None:
-        rt = self.deps.rt
-        with session_scope(rt.db) as session:
+        clock = self.deps.clock
+        with session_scope(self.deps.db) as session:
             incident = read_incident(session, incident_id)
             if incident.state == IncidentState.RESOLVED:
                 raise UserInputError(messages.cannot_ack_resolved(incident.ref))
-            stamped = lifecycle.mark_acknowledged(session, incident, at=rt.clock.now(), actor=user)
+            stamped = lifecycle.mark_acknowledged(session, incident, at=clock.now(), actor=user)
             ref, by, at = incident.ref, incident.acknowledged_by, incident.acknowledged_at
         if not stamped:
             reply(text=messages.already_acknowledged(ref, by, at), response_type="ephemeral")
@@ -155,13 +155,13 @@ class Replies:
         self.messages.refresh_incident(incident_id)
 
     def _postmortem(self, incident_id: int, *, channel: str) -> None:
-        with session_scope(self.deps.rt.db) as session:
+        with session_scope(self.deps.db) as session:
             incident = read_incident(session, incident_id)
             ref, title = incident.ref, incident.title
-            url = self.deps.rt.settings.pages.incident_url(ref)
-            link = page_link(self.deps.rt.settings.pages, ref, now=self.deps.rt.clock.now())
+            url = self.deps.config.pages.incident_url(ref)
+            link = page_link(self.deps.config.pages, ref, now=self.deps.clock.now())
             document = read_postmortem(
-                session, incident_id, fmt="html", page_url=url, now=self.deps.rt.clock.now()
+                session, incident_id, fmt="html", page_url=url, now=self.deps.clock.now()
             )
         try:
             self.deps.client.files_upload_v2(
@@ -179,7 +179,7 @@ class Replies:
             raise
 
     def _runbooks(self) -> list[answers.RunbookRow]:
-        catalog = self.deps.rt.catalog
+        catalog = self.deps.catalog
         return [
             answers.RunbookRow(
                 name=name,

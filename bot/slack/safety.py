@@ -19,12 +19,11 @@ SafetyCommand = grammar.Breaker | grammar.PauseActions | grammar.ResumeActions
 
 def handle(command: SafetyCommand, *, deps: SlackDeps, user: str, reply: Reply) -> None:
     """Carry out one safety command for `user` and answer."""
-    rt = deps.rt
-    approvers = rt.settings.policy.approvers
+    approvers = deps.config.policy.approvers
     groups = deps.groups.groups_of(user, among=approvers)
-    limits = breaker.safety_limits(rt.settings)
-    now = rt.clock.now()
-    with session_scope(rt.db) as session:
+    limits = breaker.safety_limits(deps.config)
+    now = deps.clock.now()
+    with session_scope(deps.db) as session:
         match command:
             case grammar.PauseActions(reason=reason):
                 noted = breaker.pause(session, reason=reason, actor=user, at=now)

@@ -50,16 +50,16 @@ class TriageMessages:
         self.deps = deps
 
     def snapshot(self, incident_id: int, run_id: str | None) -> TriageView:
-        rt = self.deps.rt
-        with session_scope(rt.db) as session:
+        deps = self.deps
+        with session_scope(deps.db) as session:
             view = read_triage(
                 session,
                 incident_id=incident_id,
                 run_id=run_id,
-                catalog=rt.catalog,
-                policy=rt.deps.policy,
+                catalog=deps.catalog,
+                policy=deps.policy,
             )
-        link = page_link(rt.settings.pages, view.incident.ref, now=rt.clock.now())
+        link = page_link(deps.config.pages, view.incident.ref, now=deps.clock.now())
         return replace(view, page_url=link.url, page_auth=link.auth, page_until=link.until)
 
     def placeholder(self, channel: str, text: str) -> tuple[str, str]:
@@ -78,14 +78,14 @@ class TriageMessages:
         self, *, incident_id: int, channel: str, ts: str, run_id: str | None = None
     ) -> LiveTriage:
         """Make (channel, ts) the live message of an incident (and run), stored for restarts."""
-        with session_scope(self.deps.rt.db) as session:
+        with session_scope(self.deps.db) as session:
             message_store.save_message(
                 session,
                 incident_id=incident_id,
                 channel=channel,
                 ts=ts,
                 run_id=run_id,
-                at=self.deps.rt.clock.now(),
+                at=self.deps.clock.now(),
             )
         live = LiveTriage(self, incident_id=incident_id, channel=channel, ts=ts, run_id=run_id)
         live.refresh()
@@ -99,7 +99,7 @@ class TriageMessages:
 
     def for_incident(self, incident_id: int) -> list[LiveTriage]:
         """The stored live messages of an incident (to refresh after an ack or a resolution)."""
-        with session_scope(self.deps.rt.db) as session:
+        with session_scope(self.deps.db) as session:
             rows = message_store.messages_for_incident(session, incident_id)
         return [
             LiveTriage(self, incident_id=incident_id, channel=r.channel, ts=r.ts, run_id=r.run_id)
@@ -138,13 +138,13 @@ class TriageMessages:
             return None
 
     def _note(self, incident_id: int, text: str) -> None:
-        rt = self.deps.rt
-        with session_scope(rt.db) as session:
+        deps = self.deps
+        with session_scope(deps.db) as session:
             lifecycle.record(
                 session,
                 incident_id=incident_id,
                 kind=EventKind.NOTE,
-                at=rt.clock.now(),
+                at=deps.clock.now(),
                 actor=BOT,
                 summary=text,
             )
@@ -208,7 +208,7 @@ class LiveTriage:
         """The run stopped (ended or waits for approval): bind it, render the final state, and
         when actions were decided or carried out, report them in the thread."""
         self.run_id = outcome.run_id
-        with session_scope(self.messages.deps.rt.db) as session:
+        with session_scope(self.messages.deps.db) as session:
             message_store.bind_run(session, channel=self.channel, ts=self.ts, run_id=self.run_id)
         self.refresh()
         view = self.messages.snapshot(self.incident_id, self.run_id)

@@ -49,7 +49,7 @@ from storage.checkpointer import make_checkpointer
 
 if TYPE_CHECKING:
     from bot.wiring.simulation import Fleet, Scenario, Simulation
-    from integrations.k8s import KubernetesEndpoint
+    from integrations.k8s import KubernetesEndpoint, KubernetesTuning
     from integrations.prometheus import PrometheusEndpoint
 
 
@@ -265,7 +265,9 @@ def make_cluster(settings: Settings, *, sim: Simulation | None) -> Cluster:
         return make_slurm_cluster(settings)
     from integrations.k8s import KubernetesCluster  # kubernetes: only when configured
 
-    return KubernetesCluster.from_endpoint(make_kubernetes_endpoint(settings))
+    return KubernetesCluster.from_endpoint(
+        make_kubernetes_endpoint(settings), tuning=make_kubernetes_tuning(settings)
+    )
 
 
 def _closer(cluster: Cluster) -> Callable[[], None]:
@@ -283,6 +285,15 @@ def make_kubernetes_endpoint(settings: Settings) -> KubernetesEndpoint:
         kubeconfig=str(k.kubeconfig) if k.kubeconfig else None,
         context=k.context,
         in_cluster=k.in_cluster,
+    )
+
+
+def make_kubernetes_tuning(settings: Settings) -> KubernetesTuning:
+    """How KubernetesCluster paces and bounds its requests, carried whole to its transport."""
+    from integrations.k8s import KubernetesTuning
+
+    k = settings.kubernetes
+    return KubernetesTuning(
         timeout_seconds=k.timeout_seconds or settings.timeouts.http_seconds,
         retries=k.retries,
         backoff_seconds=k.backoff_seconds,

@@ -22,15 +22,19 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol
 
+from sqlalchemy import Engine
+
 from bot.actions.silences import expire_incident_silences
-from bot.engine.running import RunOutcome
+from bot.clock import Clock
+from bot.engine.catalog import RunbookCatalog
+from bot.engine.running import RunEngine, RunOutcome
 from bot.engine.storm_runs import join_storm_run
 from bot.errors import OncallError
 from bot.incidents import lifecycle
 from bot.incidents.timeline import BOT, EventKind
 from bot.intake.counters import IntakeCounters
 from bot.intake.receiving import Received
-from bot.wiring.runtime import Runtime
+from integrations.alertmanager import Silences
 from integrations.errors import IntegrationError
 from storage import work as work_store
 from storage.db import session_scope
@@ -63,11 +67,23 @@ class TriageWorkers:
     """Presentation hooks (Slack), set by `server.create_app` when Slack is configured."""
 
     def __init__(
-        self, rt: Runtime, *, workers: int, queue_limit: int, counters: IntakeCounters
+        self,
+        engine: RunEngine,
+        *,
+        db: Engine,
+        catalog: RunbookCatalog,
+        clock: Clock,
+        silences: Silences | None,
+        workers: int,
+        queue_limit: int,
+        counters: IntakeCounters,
     ) -> None:
-        self.rt, self.counters, self.queue_limit = rt, counters, queue_limit
-        rt.engine.follow_timers = False  # in serve, verifications wait as durable timers
-        rt.engine.work.on_due = self._queue_due
+        self.engine, self.db, self.catalog, self.clock = engine, db, catalog, clock
+        self.silences = silences
+        """The bot's silences to expire when an incident resolves (None: not configured)."""
+        self.counters, self.queue_limit = counters, queue_limit
+        engine.follow_timers = False  # in serve, verifications wait as durable timers
+        engine.work.on_due = self._queue_due
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="triage")
         self._lock = threading.Lock()
         self._waiting = 0
@@ -88,7 +104,7 @@ class TriageWorkers:
                 continue
             if not r.start_run or r.incident_id is None or r.runbook is None:
                 continue
-            loaded = self.rt.catalog.get(r.runbook)
+            loaded = self.catalog.get(r.runbook)
             inputs = r.run_inputs(loaded.runbook.inputs)
             if inputs is None:
                 continue  # a storm its runbook cannot take: noted by submit_run
@@ -96,7 +112,7 @@ class TriageWorkers:
             payload = {"runbook": loaded.name, "inputs": inputs, "requester": "alertmanager"}
             works.append({"key": f"triage:{run_id}", "kind": "triage", "run_id": run_id,
                           "incident_id": r.incident_id, "payload": payload})  # fmt: skip
-        added = work_store.add_works(session, works, at=self.rt.clock.now())
+        added = work_store.add_works(session, works, at=self.clock.now())
         with self._lock:
             for work in works:
                 if work["key"] in added:
@@ -107,15 +123,15 @@ class TriageWorkers:
         """Members joining a storm go into its next run; 1 when that is a new row due now."""
         if r.incident_id is None or r.runbook is None:
             return 0
-        loaded = self.rt.catalog.get(r.runbook)
+        loaded = self.catalog.get(r.runbook)
         item = join_storm_run(
-            self.rt.engine.work,
+            self.engine.work,
             session,
             incident_id=r.incident_id,
             runbook=loaded.name,
             runbook_inputs=list(loaded.runbook.inputs),
             members=r.members,
-            at=self.rt.clock.now(),
+            at=self.clock.now(),
         )
         if item is None or item.id is None:
             return 0
@@ -133,12 +149,12 @@ class TriageWorkers:
         if work_id is None and received.extends_run:
             return False  # the members joined a run that is waiting already
         if work_id is None:
-            with session_scope(self.rt.db) as session:
+            with session_scope(self.db) as session:
                 self.record_triage(session, [received])
             with self._lock:
                 work_id = self._recorded.pop(incident_id, None)
         if work_id is None:
-            loaded = self.rt.catalog.get(received.runbook)
+            loaded = self.catalog.get(received.runbook)
             self._note(
                 incident_id,
                 f"Storm of {len(received.members)} targets grouped; runbook "
@@ -161,9 +177,9 @@ class TriageWorkers:
     def take_over(self) -> int:
         """Give up on work whose workers kept dying, then queue every claimable work row not
         queued here already (new, due, or left by a dead worker). Returns how many."""
-        self.rt.engine.work.give_up_exhausted()
+        self.engine.work.give_up_exhausted()
         queued = 0
-        for work_id in self.rt.engine.work.due_work(limit=self.queue_limit):
+        for work_id in self.engine.work.due_work(limit=self.queue_limit):
             if self._queue_work(work_id, incident_id=None):
                 queued += 1
         return queued
@@ -191,8 +207,8 @@ class TriageWorkers:
         with self._lock:
             self._closed = True
         self._pool.shutdown(wait=True, cancel_futures=True)
-        leases = self.rt.engine.work.leases
-        with session_scope(self.rt.db) as session:
+        leases = self.engine.work.leases
+        with session_scope(self.db) as session:
             work_store.release(session, owner=leases.owner)
 
     # -- internals ---------------------------------------------------------------------------
@@ -219,7 +235,7 @@ class TriageWorkers:
             if incident_id is not None and self.hooks is not None:
                 watcher = self.hooks.incident_opened(incident_id)
             try:
-                outcome = self.rt.engine.work.perform(
+                outcome = self.engine.work.perform(
                     work_id, on_step=watcher.on_step if watcher else None
                 )
             except (OncallError, IntegrationError, StorageError):
@@ -263,20 +279,20 @@ class TriageWorkers:
     def _expire_silences(self, incident_id: int) -> None:
         if self.hooks is not None:
             self.hooks.incident_resolved(incident_id)
-        silences = self.rt.deps.silences
+        silences = self.silences
         if silences is None:
             return
-        for text, failed in expire_incident_silences(self.rt.db, silences, incident_id):
+        for text, failed in expire_incident_silences(self.db, silences, incident_id):
             self._note(incident_id, text, failed=failed)
 
     def _note(self, incident_id: int, text: str, *, failed: bool = False) -> None:
         kind = EventKind.STEP_FAILED if failed else EventKind.NOTE
-        with session_scope(self.rt.db) as session:
+        with session_scope(self.db) as session:
             lifecycle.record(
                 session,
                 incident_id=incident_id,
                 kind=kind,
-                at=self.rt.clock.now(),
+                at=self.clock.now(),
                 actor=BOT,
                 summary=text,
             )

@@ -30,6 +30,7 @@ from integrations.k8s.permissions import (
     WATCH_NODES,
 )
 from integrations.k8s.reads import KERNEL_LOG_QUERY
+from integrations.k8s.transport import KubernetesTuning
 from integrations.k8s.writes import MERGE_PATCH
 
 __all__ = [
@@ -55,5 +56,6 @@ __all__ = [
     "SERVICE_ACCOUNT_DIR",
     "KubernetesCluster",
     "KubernetesEndpoint",
+    "KubernetesTuning",
     "make_configuration",
 ]

@@ -3,6 +3,7 @@ the work is in `reads`, `writes`, `draining` and `permissions`, every request in
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Collection, Mapping
 from datetime import datetime, timedelta
@@ -32,7 +33,7 @@ from integrations.k8s.connection import (
 )
 from integrations.k8s.node_cache import NodeCache
 from integrations.k8s.reads import KERNEL_LOG_QUERY
-from integrations.k8s.transport import Transport
+from integrations.k8s.transport import DEFAULT_TUNING, KubernetesTuning, Transport
 from integrations.names import check_node_name
 
 
@@ -43,28 +44,13 @@ class KubernetesCluster:
         self,
         api_client: client.ApiClient,
         *,
-        timeout_seconds: float = 10.0,
-        retries: int = 3,
-        backoff_seconds: float = 0.2,
-        qps: float = 20.0,
-        burst: int = 40,
-        page_size: int = 500,
+        tuning: KubernetesTuning = DEFAULT_TUNING,
         kernel_log_query: str = KERNEL_LOG_QUERY,
         watch_nodes: bool = False,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self.transport = Transport(
-            api_client,
-            timeout_seconds=timeout_seconds,
-            retries=retries,
-            backoff_seconds=backoff_seconds,
-            qps=qps,
-            burst=burst,
-            page_size=page_size,
-            clock=clock,
-            sleep=sleep,
-        )
+        self.transport = Transport(api_client, tuning, clock=clock, sleep=sleep)
         self.api = api_client
         self.host = self.transport.host
         self.kernel_log_query = kernel_log_query
@@ -73,16 +59,18 @@ class KubernetesCluster:
             self.watch_nodes()
 
     @classmethod
-    def from_endpoint(cls, endpoint: KubernetesEndpoint, **options: Any) -> KubernetesCluster:
-        """Connect as `endpoint` says; `options` are constructor arguments (they win over the
-        endpoint's timeout/retry/rate fields)."""
-        settings: dict[str, Any] = {
-            "timeout_seconds": endpoint.timeout_seconds,
-            "retries": endpoint.retries,
-            "backoff_seconds": endpoint.backoff_seconds,
-            "qps": endpoint.qps,
-            "burst": endpoint.burst,
-        }
+    def from_endpoint(
+        cls, endpoint: KubernetesEndpoint, *, tuning: KubernetesTuning | None = None, **options: Any
+    ) -> KubernetesCluster:
+        """Connect as `endpoint` says, paced by `tuning` (default: the endpoint's timeout, retry
+        and rate fields). `options` are constructor arguments or single tuning fields
+        (`retries=0`), which win over `tuning`."""
+        fields = {f.name for f in dataclasses.fields(KubernetesTuning)}
+        tuning = dataclasses.replace(
+            tuning or _endpoint_tuning(endpoint),
+            **{k: v for k, v in options.items() if k in fields},
+        )
+        options = {k: v for k, v in options.items() if k not in fields}
         api_client = client.ApiClient(make_configuration(endpoint))
         if not endpoint.host and not in_cluster(endpoint):
             try:
@@ -93,7 +81,7 @@ class KubernetesCluster:
             headers.update(acting.headers() if acting else {})
             if acting and acting.groups:
                 impersonate_groups(api_client, acting.groups)
-        return cls(api_client, **(settings | options))
+        return cls(api_client, tuning=tuning, **options)
 
     def watch_nodes(self) -> NodeCache:
         """Keep the fleet's nodes in an informer-style cache (one list, then one watch, on a
@@ -188,3 +176,13 @@ class KubernetesCluster:
 
     def drain(self, node: str, *, grace: timedelta) -> DrainReport:
         return draining.drain(self.transport, node, grace=grace)
+
+
+def _endpoint_tuning(endpoint: KubernetesEndpoint) -> KubernetesTuning:
+    return KubernetesTuning(
+        timeout_seconds=endpoint.timeout_seconds,
+        retries=endpoint.retries,
+        backoff_seconds=endpoint.backoff_seconds,
+        qps=endpoint.qps,
+        burst=endpoint.burst,
+    )

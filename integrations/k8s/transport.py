@@ -11,6 +11,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 import urllib3
@@ -32,19 +33,33 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+@dataclass(frozen=True)
+class KubernetesTuning:
+    """How the adapter paces and bounds its requests: built once in bot/wiring from
+    `settings.kubernetes`, carried whole from `KubernetesCluster` to its `Transport`."""
+
+    timeout_seconds: float = 10.0
+    retries: int = 3
+    """Retries after the first attempt, on 429 / 5xx / connection errors."""
+    backoff_seconds: float = 0.2
+    """The first retry's base delay; it doubles with each attempt (with jitter)."""
+    qps: float = 20.0
+    burst: int = 40
+    page_size: int = 500
+    """`limit` of one page of a list."""
+
+
+DEFAULT_TUNING = KubernetesTuning()
+
+
 class Transport:
     """One API client with its pacing, retry and error-translation policy."""
 
     def __init__(
         self,
         api_client: client.ApiClient,
+        tuning: KubernetesTuning = DEFAULT_TUNING,
         *,
-        timeout_seconds: float = 10.0,
-        retries: int = 3,
-        backoff_seconds: float = 0.2,
-        qps: float = 20.0,
-        burst: int = 40,
-        page_size: int = 500,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
@@ -54,12 +69,12 @@ class Transport:
         self.custom = client.CustomObjectsApi(api_client)
         self.batch = client.BatchV1Api(api_client)
         self.host = str(api_client.configuration.host)
-        self.timeout = timeout_seconds
-        self.retries = retries
-        self.backoff = backoff_seconds
-        self.page_size = page_size
+        self.timeout = tuning.timeout_seconds
+        self.retries = tuning.retries
+        self.backoff = tuning.backoff_seconds
+        self.page_size = tuning.page_size
         self.clock, self.sleep = clock, sleep
-        self._bucket = TokenBucket(qps=qps, burst=burst, clock=clock, sleep=sleep)
+        self._bucket = TokenBucket(qps=tuning.qps, burst=tuning.burst, clock=clock, sleep=sleep)
         self.node_version = 0
         """The newest node resourceVersion a GET or a write of this client returned that the
         node cache did not already hold: what a cached read must be at least as new as."""

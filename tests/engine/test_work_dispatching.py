@@ -32,6 +32,20 @@ def rt(settings: Settings, scenario_dir: Path) -> Iterator[Runtime]:
         yield runtime
 
 
+def triage_workers(rt: Runtime, *, workers: int) -> TriageWorkers:
+    """The pool as `create_app` builds it: the runtime's ports, not the runtime."""
+    return TriageWorkers(
+        rt.engine,
+        db=rt.db,
+        catalog=rt.catalog,
+        clock=rt.clock,
+        silences=rt.deps.silences,
+        workers=workers,
+        queue_limit=10,
+        counters=IntakeCounters(),
+    )
+
+
 def receive(rt: Runtime, workers: TriageWorkers) -> int:
     """What `POST /alerts` does before it answers: store the alert and record its triage."""
     assert rt.fleet is not None and rt.scenario is not None
@@ -48,7 +62,7 @@ def receive(rt: Runtime, workers: TriageWorkers) -> int:
 
 
 def test_a_recorded_triage_nobody_submitted_is_taken_over_and_run(rt: Runtime) -> None:
-    workers = TriageWorkers(rt, workers=2, queue_limit=10, counters=IntakeCounters())
+    workers = triage_workers(rt, workers=2)
     try:
         incident_id = receive(rt, workers)  # ... and the process "died" before submitting it
         assert state_of(rt, incident_id) == "open"
@@ -61,7 +75,7 @@ def test_a_recorded_triage_nobody_submitted_is_taken_over_and_run(rt: Runtime) -
 
 
 def test_shutdown_hands_held_work_back_for_the_next_worker(rt: Runtime) -> None:
-    workers = TriageWorkers(rt, workers=1, queue_limit=10, counters=IntakeCounters())
+    workers = triage_workers(rt, workers=1)
     incident_id = receive(rt, workers)
     with session_scope(rt.db) as session:
         (row,) = work_store.list_work(session, incident_id=incident_id)
