@@ -23,16 +23,13 @@ from bot.actions.policy import (
 from bot.cli.terminal import Terminal
 from bot.engine.loading import LoadedRunbook
 from bot.engine.running import RunOutcome
-from bot.errors import NotFound, OncallError, PolicyDenied, RunStateError, UserInputError
+from bot.errors import NotFound, OncallError, PolicyDenied, UserInputError
 from bot.incidents.mttr import DEFINITIONS, format_duration
 from bot.incidents.views import event_views, incident_view
 from bot.intake.alerts import parse_webhook
 from bot.intake.receiving import receive_webhook
 from bot.wiring.runtime import Runtime
-from storage import approvals as approval_store
 from storage import incidents as incident_store
-from storage import runs as run_store
-from storage import work as work_store
 from storage.db import session_scope
 
 if TYPE_CHECKING:
@@ -305,45 +302,6 @@ def write_html_postmortem(
         term.line(f"  live page: {url}")
     term.line(f"  HTML postmortem written to {path}")
     return path
-
-
-def find_pending_run(rt: Runtime, ref: str) -> str:
-    """The run waiting for approval, from a run id (or its prefix) or an incident reference."""
-    with session_scope(rt.db) as session:
-        incident = (
-            incident_store.get_incident(session, ref)
-            if incident_store.parse_incident_ref(ref)
-            else None
-        )
-        if incident is not None and incident.id is not None:
-            pending = approval_store.pending_approval_for(session, incident_id=incident.id)
-            if pending is not None:
-                return pending.run_id
-            interrupted = work_store.open_resumption(session, incident_id=incident.id)
-            if interrupted is None:  # a drain waiting for the next checkpoint: cancel or hurry
-                interrupted = next(
-                    (w for w in work_store.list_work(session, incident_id=incident.id)
-                     if w.state == work_store.PENDING and w.payload.get("plan")),
-                    None,
-                )  # fmt: skip
-            if interrupted is None:  # a decided approval cut short is resumed, not refused
-                raise RunStateError(f"{incident.ref} ({incident.state}) has no pending approval")
-            return interrupted.run_id
-        run = run_store.get_run(session, ref) or _run_by_prefix(session, ref)
-        if run is None:
-            raise NotFound(f"no incident or run '{ref}' (see `gpu-oncall incidents`)")
-        return run.id
-
-
-def _run_by_prefix(session: Any, prefix: str) -> Any:
-    from sqlmodel import col, select
-
-    from storage.tables import RunbookRun
-
-    if len(prefix) < 6:
-        return None
-    rows = list(session.exec(select(RunbookRun).where(col(RunbookRun.id).startswith(prefix))))
-    return rows[0] if len(rows) == 1 else None
 
 
 def _mitigated(db: Engine, incident_id: int) -> bool:

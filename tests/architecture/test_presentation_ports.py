@@ -22,12 +22,8 @@ ALLOWED = {
     "ports its handlers receive (SlackDeps)",
     ("bot.serving.app", "create_app"): "assembles the HTTP app: unpacks the open runtime into "
     "the ports of the app and of its triage workers",
-    ("bot.slack.approving", "*"): "the Slack approval buttons, which the approval use case "
-    "(decide once, for Slack and the CLI) is carving out in another change",
     ("bot.cli.journeys", "after_run"): "shared with `approve`/`reject` (bot/cli/runs.decide), "
     "which the same approval change rewrites",
-    ("bot.cli.journeys", "find_pending_run"): "the approval lookup of `approve`/`reject`, "
-    "moving into the approval use case",
     ("bot.cli.journeys", "settle_simulated_alert"): "shared with `approve`/`reject`",
     ("bot.cli.journeys", "alert_journey"): "the `demo` journey over the runtime bot/cli/runs.py "
     "opens; it hands the database to its steps (print_incident, write_html_postmortem)",

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 from servers.oncall import Bot, alert, row_counts, running_bot, webhook
 
-from bot.cli.journeys import find_pending_run
 from bot.clock import FakeClock
 from bot.config import Settings
 from bot.incidents.mttr import check_order
@@ -43,8 +42,7 @@ def approve_from_another_process(settings: Settings, scenario: Path, *, ahead: t
     with open_runtime(settings, scenario_path=scenario) as cli:
         assert isinstance(cli.clock, FakeClock)
         cli.clock.advance(ahead)
-        run_id = find_pending_run(cli, "INC-1")
-        outcome = cli.engine.resume(run_id, decision="approve", actor="cli:bob")
+        outcome = cli.engine.resume("INC-1", decision="approve", actor="cli:bob")
         assert outcome.status == "completed"
 
 
