@@ -40,6 +40,7 @@ from bot.engine.outcomes import FINISHED, StepCallback
 from bot.engine.outcomes import RunOutcome as RunOutcome  # re-exported: callers import it here
 from bot.engine.policies import policy_for
 from bot.engine.recording import Recorder, StepDone, recording
+from bot.engine.schema import StepKind
 from bot.engine.snapshotting import snapshot_verdicts
 from bot.engine.state import Deps, RunState
 from bot.engine.targets import check_node_exists
@@ -51,6 +52,7 @@ from bot.limits import STORAGE_RETRY_BACKOFF_SECONDS
 from storage import approvals as approval_store
 from storage import incidents as incident_store
 from storage import runs as run_store
+from storage.checkpointer_savers import flush_writes
 from storage.db import session_scope
 from storage.errors import ApprovalNotPendingError
 from storage.transient import RetryPolicy, retry_transient
@@ -603,8 +605,49 @@ class RunEngine:
     ) -> list[Interrupt]:
         """One stream of the graph (see `_stream`); `pending` holds the steps of the current
         super-step not yet recorded, for the caller to record if this raises."""
-        config = {"configurable": {"thread_id": run_id}}
         interrupts: list[Interrupt] = []
+        try:
+            self._stream_chunks(
+                loaded, run_id, incident_id, graph_input, on_step, seen, pending, interrupts
+            )
+        except BaseException:
+            self._flush_quietly(run_id)  # the finished tasks' writes, as before the error
+            raise
+        # An interrupt's writes (the approval, a timer) are on disk before it is recorded.
+        flush_writes(self.checkpointer, run_id)
+        done = list(pending)
+        pending.clear()
+        asks = [i for i in interrupts if not _is_timer(i.value)]
+        requested = (incident_id, run_id, dict(asks[0].value)) if asks else None
+        self._record(done, on_step, approval=requested)
+        return interrupts
+
+    def _flush_quietly(self, run_id: str) -> None:
+        """Flush a failed stream's task writes; a storage error here must not hide the first."""
+        try:
+            flush_writes(self.checkpointer, run_id)
+        except Exception:  # boundary: the stream's own error is the one to report
+            logger.warning("run %s: task writes not saved", run_id[:8], exc_info=True)
+
+    def _stream_chunks(
+        self,
+        loaded: LoadedRunbook,
+        run_id: str,
+        incident_id: int,
+        graph_input: Any,
+        on_step: StepCallback | None,
+        seen: set[str],
+        pending: list[StepDone],
+        interrupts: list[Interrupt],
+    ) -> None:
+        """Drive the stream, recording finished super-steps; collects `interrupts`.
+
+        A super-step of reads and checks only (gather, check: nothing outside changed) is
+        recorded in one transaction with the next one, the verdict's for a triage: one commit
+        instead of three before the verdict. A crash in between leaves those steps off the
+        timeline until the run is taken over; they are in its checkpoint, and `_catch_up`
+        records them then."""
+        config = {"configurable": {"thread_id": run_id}}
         for mode, chunk in self._app(loaded).stream(
             graph_input,
             config,
@@ -613,6 +656,8 @@ class RunEngine:
             durability=DURABILITY,
         ):
             if mode == "values":
+                if _reads_only(loaded, pending):
+                    continue  # recorded with the next super-step's steps (one transaction)
                 done = list(pending)
                 pending.clear()
                 self._record(done, on_step)
@@ -628,12 +673,6 @@ class RunEngine:
                     if step_id not in seen:  # a resumed super-step replays saved writes
                         seen.add(step_id)
                         pending.append(StepDone(incident_id, run_id, loaded, step_id, output, at))
-        done = list(pending)
-        pending.clear()
-        asks = [i for i in interrupts if not _is_timer(i.value)]
-        requested = (incident_id, run_id, dict(asks[0].value)) if asks else None
-        self._record(done, on_step, approval=requested)
-        return interrupts
 
     def _finished(
         self, loaded: LoadedRunbook, run_id: str, incident_id: int, steps: Mapping[str, Any]
@@ -713,6 +752,15 @@ def choose_actions(
             f"({', '.join(sorted(names))})"
         )
     return [p for p in proposals if str(p["action"]) in only]
+
+
+_READS = frozenset({StepKind.SIGNAL, StepKind.CLUSTER, StepKind.CHECK})
+"""Step kinds that change nothing outside the run: reads and checks."""
+
+
+def _reads_only(loaded: LoadedRunbook, done: Sequence[StepDone]) -> bool:
+    """Whether every step of a finished super-step only read (and there was one)."""
+    return bool(done) and all(loaded.runbook.step(d.step_id).kind in _READS for d in done)
 
 
 def _is_timer(value: Any) -> bool:

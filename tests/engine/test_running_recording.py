@@ -125,10 +125,10 @@ def test_a_run_commits_once_per_super_step_whatever_its_step_count(
         )
     assert outcome.status == "awaiting_approval"
     assert len(outcome.steps) == gathers + 3
-    # start (the run and its claimed work row), then the gathers, the check, localize and
-    # propose super-steps, the evidence snapshot of the verdict, then the approval, then the
-    # work row done
-    assert commits[0] == 8
+    # start (the run and its claimed work row), then the gathers, the check and localize
+    # super-steps in one (reads and checks are recorded with the next super-step), the
+    # evidence snapshot of the verdict, propose, then the approval, then the work row done
+    assert commits[0] == 6
 
 
 def test_on_step_sees_each_step_committed_in_timeline_order(rt: Runtime) -> None:
