@@ -4,8 +4,8 @@ A run is a LangGraph thread (thread_id = run id) checkpointed after every super-
 approval's checkpoint is on disk before the run reports that it waits: a run that stops at its
 approval survives a restart. This module is a boundary: it turns the step outputs of each
 super-step into timeline events, findings, approvals and incident transitions (one transaction
-per super-step), and it records a `step_failed` event for anything that escapes a node before
-re-raising it.
+per super-step; a super-step of reads and checks goes with the next one), and it records a
+`step_failed` event for anything that escapes a node before re-raising it.
 
 Durable work (bot/engine/working.py, storage/work.py): a triage run, a decided approval's
 resumption and a verification timer are work rows claimed under a lease (`perform`). A run taken
@@ -65,7 +65,10 @@ DURABILITY = "sync"
 (STYLE §2.5.5): the approval's checkpoint is on disk before `stream()` returns. "exit" (one
 write when the stream stops) would save ~10 ms per triage run at 1,024 nodes
 (docs/performance.md), but a run taken over after a crash (`continue_run`) would then start
-again from its beginning instead of from its last finished super-step."""
+again from its beginning instead of from its last finished super-step. The savers commit a
+super-step's task writes with its checkpoint, not one by one (storage/checkpointer_savers.py),
+and the engine commits an interrupt's writes itself when a stream stops (`flush_writes`);
+what each crash point may lose is in docs/operations.md ("What a crash may lose")."""
 
 
 class RunEngine:

@@ -184,3 +184,28 @@ def test_the_approval_is_checkpointed_when_the_run_says_it_waits(
     assert resumed.status == "rejected"
     assert resumed.steps["approval"]["decision"] == "rejected"
     assert set(waiting.steps) < set(resumed.steps)
+
+
+def test_the_approval_is_on_disk_before_the_run_says_it_waits_with_the_process_still_up(
+    settings: Settings, scenario_dir: Path
+) -> None:
+    """No close (a SIGKILLed process never closes its saver): the engine itself commits the
+    interrupt's writes that the saver held, before it records the approval."""
+    scenario = scenario_dir / "ecc-dbe-storm.yaml"
+    with open_runtime(settings, scenario_path=scenario, fresh=True) as first:
+        incident_id = open_incident(first)
+        waiting = first.engine.start(
+            first.catalog.get("ecc-storm"),
+            inputs={"node": NODE},
+            incident_id=incident_id,
+            requester="alertmanager",
+        )
+        with open_runtime(settings, scenario_path=scenario) as second:
+            saved = second.engine.checkpointer.get_tuple(
+                {"configurable": {"thread_id": waiting.run_id, "checkpoint_ns": ""}}
+            )
+            assert saved is not None
+            assert "__interrupt__" in {channel for _task, channel, _v in saved.pending_writes or []}
+            resumed = second.engine.resume(waiting.run_id, decision="reject", actor="cli:alice")
+    assert resumed.status == "rejected"
+    assert resumed.steps["approval"]["decision"] == "rejected"
