@@ -645,9 +645,9 @@ class RunEngine:
     ) -> None:
         """Drive the stream, recording finished super-steps; collects `interrupts`.
 
-        A super-step of reads and checks only (gather, check: nothing outside changed) is
-        recorded in one transaction with the next one, the verdict's for a triage: one commit
-        instead of three before the verdict. A crash in between leaves those steps off the
+        A super-step of reads, checks and proposals only (nothing outside changed) is recorded
+        in one transaction with the next one: for a triage, the gathers and checks with the
+        verdict (one commit instead of three before it), the proposals with the approval. A crash in between leaves those steps off the
         timeline until the run is taken over; they are in its checkpoint, and `_catch_up`
         records them then."""
         config = {"configurable": {"thread_id": run_id}}
@@ -757,8 +757,9 @@ def choose_actions(
     return [p for p in proposals if str(p["action"]) in only]
 
 
-_READS = frozenset({StepKind.SIGNAL, StepKind.CLUSTER, StepKind.CHECK})
-"""Step kinds that change nothing outside the run: reads and checks."""
+_READS = frozenset({StepKind.SIGNAL, StepKind.CLUSTER, StepKind.CHECK, StepKind.PROPOSE})
+"""Step kinds that change nothing outside the run: reads, checks and proposals (the verdict is
+recorded at once: people and the evidence snapshot wait for it)."""
 
 
 def _reads_only(loaded: LoadedRunbook, done: Sequence[StepDone]) -> bool:
