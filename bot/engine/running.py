@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -607,17 +608,43 @@ class RunEngine:
         pending: list[StepDone],
     ) -> list[Interrupt]:
         """One stream of the graph (see `_stream`); `pending` holds the steps of the current
-        super-step not yet recorded, for the caller to record if this raises."""
+        super-step not yet recorded, for the caller to record if this raises.
+
+        A super-step of reads, checks and proposals only (nothing outside changed) is recorded
+        in one transaction with the next one: for a triage, the gathers and checks with the
+        verdict (one commit instead of three before it), the proposals with the approval. A
+        crash in between leaves those steps off the timeline until the run is taken over; they
+        are in its checkpoint, and `_catch_up` records them then."""
+        config = {"configurable": {"thread_id": run_id}}
         interrupts: list[Interrupt] = []
-        try:
-            self._stream_chunks(
-                loaded, run_id, incident_id, graph_input, on_step, seen, pending, interrupts
-            )
-        except BaseException:
-            self._flush_quietly(run_id)  # the finished tasks' writes, as before the error
-            raise
-        # An interrupt's writes (the approval, a timer) are on disk before it is recorded.
-        flush_writes(self.checkpointer, run_id)
+        with self._flushing(run_id):
+            for mode, chunk in self._app(loaded).stream(
+                graph_input,
+                config,
+                context=self.deps,
+                stream_mode=["updates", "values"],
+                durability=DURABILITY,
+            ):
+                if mode == "values":
+                    if _reads_only(loaded, pending):
+                        continue  # recorded with the next super-step's steps
+                    done = list(pending)
+                    pending.clear()
+                    self._record(done, on_step)
+                    steps = chunk.get("steps", {})
+                    snapshot_verdicts(deps=self.deps, db=self.db, done=done, steps=steps)
+                    continue
+                for node, value in chunk.items():
+                    if node == "__interrupt__":
+                        interrupts.extend(value)
+                        continue
+                    at = self.deps.clock.now()
+                    for step_id, output in (value or {}).get("steps", {}).items():
+                        if step_id not in seen:  # a resumed super-step replays saved writes
+                            seen.add(step_id)
+                            pending.append(
+                                StepDone(incident_id, run_id, loaded, step_id, output, at)
+                            )
         done = list(pending)
         pending.clear()
         asks = [i for i in interrupts if not _is_timer(i.value)]
@@ -625,57 +652,21 @@ class RunEngine:
         self._record(done, on_step, approval=requested)
         return interrupts
 
-    def _flush_quietly(self, run_id: str) -> None:
-        """Flush a failed stream's task writes; a storage error here must not hide the first."""
+    @contextmanager
+    def _flushing(self, run_id: str) -> Iterator[None]:
+        """Commit the task writes the saver holds for the run when its stream stops: an
+        interrupt's (the approval, a timer) are on disk before it is recorded. After an error,
+        the finished tasks' writes are saved as before it; a storage error then must not hide
+        the stream's own."""
         try:
-            flush_writes(self.checkpointer, run_id)
-        except Exception:  # boundary: the stream's own error is the one to report
-            logger.warning("run %s: task writes not saved", run_id[:8], exc_info=True)
-
-    def _stream_chunks(
-        self,
-        loaded: LoadedRunbook,
-        run_id: str,
-        incident_id: int,
-        graph_input: Any,
-        on_step: StepCallback | None,
-        seen: set[str],
-        pending: list[StepDone],
-        interrupts: list[Interrupt],
-    ) -> None:
-        """Drive the stream, recording finished super-steps; collects `interrupts`.
-
-        A super-step of reads, checks and proposals only (nothing outside changed) is recorded
-        in one transaction with the next one: for a triage, the gathers and checks with the
-        verdict (one commit instead of three before it), the proposals with the approval. A crash in between leaves those steps off the
-        timeline until the run is taken over; they are in its checkpoint, and `_catch_up`
-        records them then."""
-        config = {"configurable": {"thread_id": run_id}}
-        for mode, chunk in self._app(loaded).stream(
-            graph_input,
-            config,
-            context=self.deps,
-            stream_mode=["updates", "values"],
-            durability=DURABILITY,
-        ):
-            if mode == "values":
-                if _reads_only(loaded, pending):
-                    continue  # recorded with the next super-step's steps (one transaction)
-                done = list(pending)
-                pending.clear()
-                self._record(done, on_step)
-                steps = chunk.get("steps", {})
-                snapshot_verdicts(deps=self.deps, db=self.db, done=done, steps=steps)
-                continue
-            for node, value in chunk.items():
-                if node == "__interrupt__":
-                    interrupts.extend(value)
-                    continue
-                at = self.deps.clock.now()
-                for step_id, output in (value or {}).get("steps", {}).items():
-                    if step_id not in seen:  # a resumed super-step replays saved writes
-                        seen.add(step_id)
-                        pending.append(StepDone(incident_id, run_id, loaded, step_id, output, at))
+            yield
+        except BaseException:
+            try:
+                flush_writes(self.checkpointer, run_id)
+            except Exception:  # boundary: the stream's own error is the one to report
+                logger.warning("run %s: task writes not saved", run_id[:8], exc_info=True)
+            raise
+        flush_writes(self.checkpointer, run_id)
 
     def _finished(
         self, loaded: LoadedRunbook, run_id: str, incident_id: int, steps: Mapping[str, Any]
