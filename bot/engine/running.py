@@ -748,6 +748,11 @@ def choose_actions(
     return [p for p in proposals if str(p["action"]) in only]
 
 
+def _is_timer(value: Any) -> bool:
+    """A verification's wait for its next poll (steps/remediate.py), not a question to people."""
+    return isinstance(value, Mapping) and value.get("kind") == "timer"
+
+
 _READS = frozenset({StepKind.SIGNAL, StepKind.CLUSTER, StepKind.CHECK, StepKind.PROPOSE})
 """Step kinds that change nothing outside the run: reads, checks and proposals (the verdict is
 recorded at once: people and the evidence snapshot wait for it)."""
@@ -756,11 +761,6 @@ recorded at once: people and the evidence snapshot wait for it)."""
 def _reads_only(loaded: LoadedRunbook, done: Sequence[StepDone]) -> bool:
     """Whether every step of a finished super-step only read (and there was one)."""
     return bool(done) and all(loaded.runbook.step(d.step_id).kind in _READS for d in done)
-
-
-def _is_timer(value: Any) -> bool:
-    """A verification's wait for its next poll (steps/remediate.py), not a question to people."""
-    return isinstance(value, Mapping) and value.get("kind") == "timer"
 
 
 def _resume_command(waiting: Sequence[Interrupt], answer: Any) -> Command[Any]:
