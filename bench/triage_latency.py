@@ -25,7 +25,9 @@ Over the same window, per run:
   to a worker), run setup (-> first read: inputs checked, run recorded, graph started), reads
   (first read started -> last read done) and after the reads (-> verdict: the end of the gather
   super-step and its recording, the checks and theirs, localizing).
-Plus telemetry queries per run (webhook POSTed -> run stopped at its approval).
+Plus telemetry queries per run and the process's CPU time per run (every thread: webhook POSTed
+-> run stopped at its approval, so the evidence snapshot and the proposal count too), the
+steadier figure on a loaded machine.
 
     python bench/triage_latency.py --sizes 64 512 1024 --runs 50 --mode both
 """
@@ -188,7 +190,7 @@ class QuietHandler(WSGIRequestHandler):
 
 
 def measure(nodes: int, mode: str, runs: int, *, sync: str) -> dict[str, Any]:
-    latencies, queries, telemetry, overhead, ratios = [], [], [], [], []
+    latencies, queries, telemetry, overhead, ratios, cpu = [], [], [], [], [], []
     phases: dict[str, list[float]] = {name: [] for name in PHASES}
     with (
         tempfile.TemporaryDirectory() as tmp,
@@ -196,11 +198,11 @@ def measure(nodes: int, mode: str, runs: int, *, sync: str) -> dict[str, Any]:
     ):
         http = httpx.Client(base_url=server.url, timeout=60.0)
         for index in range(runs + 1):  # the first run warms caches and is not counted
-            posted = rt.clock.now()
+            posted, cpu_before = rt.clock.now(), time.process_time()
             reply = http.post("/alerts", json=webhook(rt, nodes, status="firing", index=index))
             incident_id = int(reply.json()["incidents"][0].removeprefix("INC-"))
             assert server.app.workers.wait_idle(120)
-            stopped = rt.clock.now()
+            stopped, cpu_after = rt.clock.now(), time.process_time()
             with session_scope(rt.db) as session:
                 incident = incident_store.get_incident(session, incident_id)
                 run = run_store.latest_run_for_incident(session, incident_id)
@@ -213,6 +215,7 @@ def measure(nodes: int, mode: str, runs: int, *, sync: str) -> dict[str, Any]:
             latency = (diagnosed - received).total_seconds()
             reads = timed.busy_seconds(received, diagnosed)
             latencies.append(latency)
+            cpu.append(cpu_after - cpu_before)
             queries.append(timed.queries(posted, stopped))
             telemetry.append(reads)
             overhead.append(latency - reads)
@@ -235,6 +238,7 @@ def measure(nodes: int, mode: str, runs: int, *, sync: str) -> dict[str, Any]:
         "outside_telemetry_share": round(sum(overhead) / sum(latencies), 3),
         "overhead_per_telemetry_p50": round(percentile(ratios, 0.5), 2),
         "phases_p50_ms": {name: _ms(percentile(v, 0.5)) for name, v in phases.items()},
+        "cpu_per_run_p50_ms": _ms(percentile(cpu, 0.5)),
     }
 
 
@@ -277,10 +281,10 @@ def main() -> None:
             f"{r['overhead_p50_ms']:>8}  {r['outside_telemetry_share']:>17.0%}  "
             f"{r['overhead_per_telemetry_p50']:>18}"
         )
-    print("\nwhere the window goes (p50 ms): " + ", ".join(PHASES))
+    print("\nwhere the window goes (p50 ms): " + ", ".join(PHASES) + "; process CPU per run")
     for r in results:
         phases = " ".join(f"{v:>11}" for v in r["phases_p50_ms"].values())
-        print(f"{r['mode']:<11} {r['nodes']:>8} {phases}")
+        print(f"{r['mode']:<11} {r['nodes']:>8} {phases} {r['cpu_per_run_p50_ms']:>11}")
     if args.json:
         args.json.write_text(json.dumps({"machine": machine(), "results": results}, indent=2))
 

@@ -105,7 +105,11 @@ def _postgres_saver(url: str, *, pool_size: int = 10) -> Iterator[BaseCheckpoint
         raise DatabaseUnavailableError(
             f"cannot reach the checkpoint database {redact(url)}: {err}"
         ) from err
+    saver = pooled_postgres_saver(pool)
     try:
-        yield pooled_postgres_saver(pool)
+        yield saver
     finally:
-        pool.close()
+        try:
+            saver.close()  # the task writes it still holds (storage/checkpointer_savers.py)
+        finally:
+            pool.close()

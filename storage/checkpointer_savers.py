@@ -1,11 +1,18 @@
-"""Checkpoint savers without a process-wide lock (issue 21).
+"""Checkpoint savers without a process-wide lock, that commit a super-step once (issue 21).
 
 LangGraph's `SqliteSaver` shares one connection and `PostgresSaver` one lock between every run
-of the process: a super-step's writes from concurrent runs queue behind each other, in Python,
-even on a PostgreSQL pool of ten connections. Here:
+of the process, and both commit each task's writes (`put_writes`) on their own as the task ends:
+a triage of five super-steps made 23 commits, the nine gather writes racing each other and the
+checkpoint for the file's one write lock (SQLite's busy handler sleeps between tries). Here:
+- `BufferedWrites` keeps a thread's task writes in memory and commits them in the transaction of
+  its next checkpoint (`put`): one commit per super-step. A read of the thread (`get_tuple`,
+  `list`), `flush(thread_id)` (the engine's, when a stream stops: an interrupt's writes are on
+  disk before the approval is recorded) and `close()` commit them too, so every reader sees them.
+  What a crash may lose: the writes of the super-step in progress, so its finished tasks run
+  again on takeover (reads; actions are idempotent behind the ledger). docs/operations.md.
 - `ConcurrentSqliteSaver` gives each thread its own connection to the checkpoint file (WAL:
-  readers never wait; writers take SQLite's file lock for the length of one commit, waiting up
-  to `BUSY_TIMEOUT_S`);
+  readers never wait) and queues this process's commits on one lock, so they follow each other
+  at once instead of polling SQLite's lock (other processes still wait up to `BUSY_TIMEOUT_S`);
 - `PooledPostgresSaver` takes a pooled connection per call and no lock (a pooled connection is
   used by one thread at a time by construction).
 Only storage/checkpointer.py builds them.
@@ -13,27 +20,161 @@ Only storage/checkpointer.py builds them.
 
 from __future__ import annotations
 
+import builtins
+import logging
 import sqlite3
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+)
 from langgraph.checkpoint.sqlite import SqliteSaver
 
+logger = logging.getLogger(__name__)
+
 BUSY_TIMEOUT_S = 30.0
-"""How long a checkpoint write waits for another thread's commit to the same file."""
+"""How long a checkpoint write waits for another process's commit to the same file."""
 
 
-class ConcurrentSqliteSaver(SqliteSaver):
-    """A SqliteSaver with one connection per thread instead of one shared under a lock."""
+@dataclass(frozen=True)
+class _Held:
+    """One buffered call: task writes (`put_writes`), or an input checkpoint (`put`)."""
+
+    config: RunnableConfig
+    writes: builtins.list[tuple[str, Any]] = field(default_factory=builtins.list)
+    task_id: str = ""
+    task_path: str = ""
+    checkpoint: Checkpoint | None = None
+    metadata: CheckpointMetadata | None = None
+    new_versions: ChannelVersions | None = None
+
+
+class BufferedWrites(BaseCheckpointSaver[Any]):
+    """Task writes held per thread until that thread's next checkpoint, read or flush.
+
+    A run's input checkpoint (`source: input`: the inputs, before any task ran) is held the same
+    way and committed with the checkpoint of its first super-step: a crash before that one
+    leaves no checkpoint, and the run starts again from its inputs (its work row has them).
+
+    Put first in the bases (`class S(BufferedWrites, SqliteSaver)`): `super()` is the saver that
+    writes; the subclass says how one transaction spans several of its calls (`_transaction`).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._buffered: dict[str, builtins.list[_Held]] = {}
+        self._buffer_lock = threading.Lock()
+
+    def _hold(self, held: _Held) -> None:
+        thread_id = str(held.config["configurable"]["thread_id"])
+        with self._buffer_lock:
+            self._buffered.setdefault(thread_id, []).append(held)
+
+    def _take(self, thread_id: str | None) -> builtins.list[_Held]:
+        with self._buffer_lock:
+            if thread_id is None:
+                taken = [h for held in self._buffered.values() for h in held]
+                self._buffered.clear()
+                return taken
+            return self._buffered.pop(thread_id, [])
+
+    def _transaction(self) -> AbstractContextManager[None]:
+        raise NotImplementedError
+
+    def _write(self, pending: Sequence[_Held]) -> None:
+        for held in pending:
+            if held.checkpoint is not None and held.metadata is not None:
+                super().put(held.config, held.checkpoint, held.metadata, held.new_versions or {})
+            else:
+                super().put_writes(held.config, held.writes, held.task_id, held.task_path)
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        self._hold(_Held(config, list(writes), task_id, task_path))
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        configurable = config["configurable"]
+        if metadata.get("source") == "input":
+            self._hold(
+                _Held(config, checkpoint=checkpoint, metadata=metadata, new_versions=new_versions)
+            )
+            return {
+                "configurable": {
+                    "thread_id": configurable["thread_id"],
+                    "checkpoint_ns": configurable.get("checkpoint_ns", ""),
+                    "checkpoint_id": checkpoint["id"],
+                }
+            }
+        pending = self._take(str(configurable["thread_id"]))
+        with self._transaction():
+            self._write(pending)
+            return super().put(config, checkpoint, metadata, new_versions)
+
+    def flush(self, thread_id: str | None = None) -> None:
+        """Commit what is held for `thread_id` (for every thread when None) in one transaction.
+        Taken from the buffer first: a failed commit loses it, as a crash would."""
+        pending = self._take(thread_id)
+        if pending:
+            with self._transaction():
+                self._write(pending)
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        self.flush(str(config["configurable"]["thread_id"]))
+        return super().get_tuple(config)
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        self.flush(str(config["configurable"]["thread_id"]) if config else None)
+        return super().list(config, filter=filter, before=before, limit=limit)
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._take(str(thread_id))
+        super().delete_thread(thread_id)
+
+
+def flush_writes(saver: BaseCheckpointSaver[Any], thread_id: str) -> None:
+    """Commit the writes `saver` holds for `thread_id` (a no-op for savers that hold none)."""
+    if isinstance(saver, BufferedWrites):
+        saver.flush(thread_id)
+
+
+class ConcurrentSqliteSaver(BufferedWrites, SqliteSaver):
+    """A SqliteSaver with one connection per thread instead of one shared under a lock, its
+    commits queued on an in-process lock (reads never take it)."""
 
     def __init__(self, path: Path) -> None:
         self._path = path
         self._local = threading.local()
-        self._opened: list[sqlite3.Connection] = []
+        self._opened: builtins.list[sqlite3.Connection] = []
         self._opened_lock = threading.Lock()  # guards the list of connections, not the I/O
+        self._commits = threading.Lock()  # one commit at a time from this process
         super().__init__(self._connection())
 
     def _connection(self) -> sqlite3.Connection:
@@ -46,23 +187,49 @@ class ConcurrentSqliteSaver(SqliteSaver):
         return conn
 
     @contextmanager
-    def cursor(self, transaction: bool = True) -> Iterator[sqlite3.Cursor]:
-        """This thread's connection; with `transaction`, commit on success, roll back on error."""
+    def _transaction(self) -> Iterator[None]:
+        """One transaction on this thread's connection for every `cursor()` inside it."""
+        if getattr(self._local, "open", False):
+            yield
+            return
         self.setup()
         conn = self._connection()
-        cur = conn.cursor()
-        try:
-            yield cur
-            if transaction:
+        with self._commits:
+            self._local.open = True
+            try:
+                yield
                 conn.commit()
-        except BaseException:
-            if transaction:
+            except BaseException:
                 conn.rollback()
-            raise
-        finally:
-            cur.close()
+                raise
+            finally:
+                self._local.open = False
+
+    @contextmanager
+    def cursor(self, transaction: bool = True) -> Iterator[sqlite3.Cursor]:
+        """This thread's connection; with `transaction`, commit on success, roll back on error
+        (inside `_transaction`, its commit)."""
+        self.setup()
+        conn = self._connection()
+        if not transaction:
+            cur = conn.cursor()
+            try:
+                yield cur
+            finally:
+                cur.close()
+            return
+        with self._transaction():
+            cur = conn.cursor()
+            try:
+                yield cur
+            finally:
+                cur.close()
 
     def close(self) -> None:
+        try:
+            self.flush()
+        except sqlite3.Error:
+            logger.warning("checkpoint writes not saved at close", exc_info=True)
         with self._opened_lock:
             opened, self._opened = self._opened, []
         for conn in opened:
@@ -75,10 +242,35 @@ def pooled_postgres_saver(pool: Any) -> Any:
     from langgraph.checkpoint.postgres import PostgresSaver
     from psycopg.rows import dict_row
 
-    class PooledPostgresSaver(PostgresSaver):
+    class PooledPostgresSaver(BufferedWrites, PostgresSaver):
+        _held = threading.local()
+
+        @contextmanager
+        def _transaction(self) -> Iterator[None]:
+            """One pooled connection in one transaction for every `_cursor()` inside it."""
+            if getattr(self._held, "conn", None) is not None:
+                yield
+                return
+            pool: Any = self.conn  # a ConnectionPool (storage/checkpointer.py)
+            with pool.connection() as conn, conn.transaction():
+                self._held.conn = conn
+                try:
+                    yield
+                finally:
+                    self._held.conn = None
+
         @contextmanager
         def _cursor(self, *, pipeline: bool = False) -> Iterator[Any]:
-            pool: Any = self.conn  # a ConnectionPool (storage/checkpointer.py)
+            held = getattr(self._held, "conn", None)
+            if held is not None and pipeline and self.supports_pipeline:
+                with held.pipeline(), held.cursor(binary=True, row_factory=dict_row) as cur:
+                    yield cur
+                return
+            if held is not None:
+                with held.cursor(binary=True, row_factory=dict_row) as cur:
+                    yield cur
+                return
+            pool: Any = self.conn
             with pool.connection() as conn:
                 if pipeline and self.supports_pipeline:
                     with conn.pipeline(), conn.cursor(binary=True, row_factory=dict_row) as cur:
@@ -89,5 +281,8 @@ def pooled_postgres_saver(pool: Any) -> Any:
                 else:
                     with conn.cursor(binary=True, row_factory=dict_row) as cur:
                         yield cur
+
+        def close(self) -> None:
+            self.flush()
 
     return PooledPostgresSaver(pool)

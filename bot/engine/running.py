@@ -4,8 +4,8 @@ A run is a LangGraph thread (thread_id = run id) checkpointed after every super-
 approval's checkpoint is on disk before the run reports that it waits: a run that stops at its
 approval survives a restart. This module is a boundary: it turns the step outputs of each
 super-step into timeline events, findings, approvals and incident transitions (one transaction
-per super-step), and it records a `step_failed` event for anything that escapes a node before
-re-raising it.
+per super-step; a super-step of reads and checks goes with the next one), and it records a
+`step_failed` event for anything that escapes a node before re-raising it.
 
 Durable work (bot/engine/working.py, storage/work.py): a triage run, a decided approval's
 resumption and a verification timer are work rows claimed under a lease (`perform`). A run taken
@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -42,6 +43,7 @@ from bot.engine.outcomes import FINISHED, StepCallback
 from bot.engine.outcomes import RunOutcome as RunOutcome  # re-exported: callers import it here
 from bot.engine.policies import policy_for
 from bot.engine.recording import Recorder, StepDone, recording
+from bot.engine.schema import StepKind
 from bot.engine.snapshotting import snapshot_verdicts
 from bot.engine.state import Deps, RunState
 from bot.engine.targets import check_node_exists
@@ -53,6 +55,7 @@ from bot.limits import STORAGE_RETRY_BACKOFF_SECONDS
 from storage import approvals as approval_store
 from storage import incidents as incident_store
 from storage import runs as run_store
+from storage.checkpointer_savers import flush_writes
 from storage.db import session_scope
 from storage.transient import RetryPolicy, retry_transient
 
@@ -64,7 +67,10 @@ DURABILITY = "sync"
 (STYLE §2.5.5): the approval's checkpoint is on disk before `stream()` returns. "exit" (one
 write when the stream stops) would save ~10 ms per triage run at 1,024 nodes
 (docs/performance.md), but a run taken over after a crash (`continue_run`) would then start
-again from its beginning instead of from its last finished super-step."""
+again from its beginning instead of from its last finished super-step. The savers commit a
+super-step's task writes with its checkpoint, not one by one (storage/checkpointer_savers.py),
+and the engine commits an interrupt's writes itself when a stream stops (`flush_writes`);
+what each crash point may lose is in docs/operations.md ("What a crash may lose")."""
 
 
 class RunEngine:
@@ -523,38 +529,65 @@ class RunEngine:
         pending: list[StepDone],
     ) -> list[Interrupt]:
         """One stream of the graph (see `_stream`); `pending` holds the steps of the current
-        super-step not yet recorded, for the caller to record if this raises."""
+        super-step not yet recorded, for the caller to record if this raises.
+
+        A super-step of reads, checks and proposals only (nothing outside changed) is recorded
+        in one transaction with the next one: for a triage, the gathers and checks with the
+        verdict (one commit instead of three before it), the proposals with the approval. A
+        crash in between leaves those steps off the timeline until the run is taken over; they
+        are in its checkpoint, and `_catch_up` records them then."""
         config = {"configurable": {"thread_id": run_id}}
         interrupts: list[Interrupt] = []
-        for mode, chunk in self._app(loaded).stream(
-            graph_input,
-            config,
-            context=self.deps,
-            stream_mode=["updates", "values"],
-            durability=DURABILITY,
-        ):
-            if mode == "values":
-                done = list(pending)
-                pending.clear()
-                self._record(done, on_step)
-                steps = chunk.get("steps", {})
-                snapshot_verdicts(deps=self.deps, db=self.db, done=done, steps=steps)
-                continue
-            for node, value in chunk.items():
-                if node == "__interrupt__":
-                    interrupts.extend(value)
+        with self._flushing(run_id):
+            for mode, chunk in self._app(loaded).stream(
+                graph_input,
+                config,
+                context=self.deps,
+                stream_mode=["updates", "values"],
+                durability=DURABILITY,
+            ):
+                if mode == "values":
+                    if _reads_only(loaded, pending):
+                        continue  # recorded with the next super-step's steps
+                    done = list(pending)
+                    pending.clear()
+                    self._record(done, on_step)
+                    steps = chunk.get("steps", {})
+                    snapshot_verdicts(deps=self.deps, db=self.db, done=done, steps=steps)
                     continue
-                at = self.deps.clock.now()
-                for step_id, output in (value or {}).get("steps", {}).items():
-                    if step_id not in seen:  # a resumed super-step replays saved writes
-                        seen.add(step_id)
-                        pending.append(StepDone(incident_id, run_id, loaded, step_id, output, at))
+                for node, value in chunk.items():
+                    if node == "__interrupt__":
+                        interrupts.extend(value)
+                        continue
+                    at = self.deps.clock.now()
+                    for step_id, output in (value or {}).get("steps", {}).items():
+                        if step_id not in seen:  # a resumed super-step replays saved writes
+                            seen.add(step_id)
+                            pending.append(
+                                StepDone(incident_id, run_id, loaded, step_id, output, at)
+                            )
         done = list(pending)
         pending.clear()
         asks = [i for i in interrupts if not _is_timer(i.value)]
         requested = (incident_id, run_id, dict(asks[0].value)) if asks else None
         self._record(done, on_step, approval=requested)
         return interrupts
+
+    @contextmanager
+    def _flushing(self, run_id: str) -> Iterator[None]:
+        """Commit the task writes the saver holds for the run when its stream stops: an
+        interrupt's (the approval, a timer) are on disk before it is recorded. After an error,
+        the finished tasks' writes are saved as before it; a storage error then must not hide
+        the stream's own."""
+        try:
+            yield
+        except BaseException:
+            try:
+                flush_writes(self.checkpointer, run_id)
+            except Exception:  # boundary: the stream's own error is the one to report
+                logger.warning("run %s: task writes not saved", run_id[:8], exc_info=True)
+            raise
+        flush_writes(self.checkpointer, run_id)
 
     def _finished(
         self, loaded: LoadedRunbook, run_id: str, incident_id: int, steps: Mapping[str, Any]
@@ -622,6 +655,16 @@ class RunEngine:
 def _is_timer(value: Any) -> bool:
     """A verification's wait for its next poll (steps/remediate.py), not a question to people."""
     return isinstance(value, Mapping) and value.get("kind") == "timer"
+
+
+_READS = frozenset({StepKind.SIGNAL, StepKind.CLUSTER, StepKind.CHECK, StepKind.PROPOSE})
+"""Step kinds that change nothing outside the run: reads, checks and proposals (the verdict is
+recorded at once: people and the evidence snapshot wait for it)."""
+
+
+def _reads_only(loaded: LoadedRunbook, done: Sequence[StepDone]) -> bool:
+    """Whether every step of a finished super-step only read (and there was one)."""
+    return bool(done) and all(loaded.runbook.step(d.step_id).kind in _READS for d in done)
 
 
 def _resume_command(waiting: Sequence[Interrupt], answer: Any) -> Command[Any]:

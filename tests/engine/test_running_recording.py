@@ -1,12 +1,14 @@
-"""How a run's progress reaches the database: one transaction per super-step.
+"""How a run's progress reaches the database: one transaction per super-step, the super-steps
+of reads, checks and proposals going with the next one.
 
-Covers: a run that stops at its approval commits once for its start, once per super-step that
-completed steps and once for the approval, however many steps a super-step holds; `on_step` is
+Covers: a run that stops at its approval commits once for its start, once for its gathers,
+checks and verdict, once for its evidence snapshot, once for its proposals and the approval,
+and once for its work row, however many steps a super-step holds; `on_step` is
 called once per step, in the order the timeline records them, and only once the step's records
 are committed (its timeline event, and for the localize step the verdict and `diagnosed_at`);
 the timeline keeps its order (steps, then the approval request and the state change); the
 approval's checkpoint is written by the time the run reports it waits, so a new engine on the
-same files resumes it.
+same files resumes it, even with the first process still up (it never closed its saver).
 """
 
 from __future__ import annotations
@@ -125,10 +127,10 @@ def test_a_run_commits_once_per_super_step_whatever_its_step_count(
         )
     assert outcome.status == "awaiting_approval"
     assert len(outcome.steps) == gathers + 3
-    # start (the run and its claimed work row), then the gathers, the check, localize and
-    # propose super-steps, the evidence snapshot of the verdict, then the approval, then the
-    # work row done
-    assert commits[0] == 8
+    # start (the run and its claimed work row), then the gathers, the check and localize
+    # super-steps in one (reads and checks are recorded with the next super-step), the
+    # evidence snapshot of the verdict, propose with the approval, then the work row done
+    assert commits[0] == 5
 
 
 def test_on_step_sees_each_step_committed_in_timeline_order(rt: Runtime) -> None:
@@ -184,3 +186,28 @@ def test_the_approval_is_checkpointed_when_the_run_says_it_waits(
     assert resumed.status == "rejected"
     assert resumed.steps["approval"]["decision"] == "rejected"
     assert set(waiting.steps) < set(resumed.steps)
+
+
+def test_the_approval_is_on_disk_before_the_run_says_it_waits_with_the_process_still_up(
+    settings: Settings, scenario_dir: Path
+) -> None:
+    """No close (a SIGKILLed process never closes its saver): the engine itself commits the
+    interrupt's writes that the saver held, before it records the approval."""
+    scenario = scenario_dir / "ecc-dbe-storm.yaml"
+    with open_runtime(settings, scenario_path=scenario, fresh=True) as first:
+        incident_id = open_incident(first)
+        waiting = first.engine.start(
+            first.catalog.get("ecc-storm"),
+            inputs={"node": NODE},
+            incident_id=incident_id,
+            requester="alertmanager",
+        )
+        with open_runtime(settings, scenario_path=scenario) as second:
+            saved = second.engine.checkpointer.get_tuple(
+                {"configurable": {"thread_id": waiting.run_id, "checkpoint_ns": ""}}
+            )
+            assert saved is not None
+            assert "__interrupt__" in {channel for _task, channel, _v in saved.pending_writes or []}
+            resumed = second.engine.resume(waiting.run_id, decision="reject", actor="cli:alice")
+    assert resumed.status == "rejected"
+    assert resumed.steps["approval"]["decision"] == "rejected"

@@ -1,0 +1,109 @@
+"""The savers hold a super-step's task writes, and a run's input checkpoint, until its next
+checkpoint (storage/checkpointer_savers.py): what another process sees, and when.
+
+Covers, on the SQLite file saver and on PostgreSQL, with a second saver on the same database
+standing for another process: task writes and an input checkpoint are not on disk until the
+thread's next checkpoint, which brings them in the same commit; a read of the thread in the
+holding saver (`get_tuple`, `list`), `flush` and `close` put them on disk too; a held write is
+kept per thread (one thread's checkpoint does not carry another's); `delete_thread` drops them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver, Checkpoint, empty_checkpoint
+
+from storage.checkpointer import make_checkpointer
+from storage.checkpointer_savers import BufferedWrites, flush_writes
+
+Opener = Callable[[], AbstractContextManager[BaseCheckpointSaver[Any]]]
+
+
+@pytest.fixture(params=["sqlite-file", "postgres"])
+def open_saver(request: pytest.FixtureRequest, tmp_path: Path) -> Opener:
+    if request.param == "postgres":
+        url = str(request.getfixturevalue("postgres_url"))
+    else:
+        url = f"sqlite:///{tmp_path / 'oncall.db'}"
+    return lambda: make_checkpointer(url)
+
+
+@pytest.fixture
+def savers(
+    open_saver: Opener,
+) -> Iterator[tuple[BaseCheckpointSaver[Any], BaseCheckpointSaver[Any]]]:
+    """The saver under test and another on the same database (another process)."""
+    with open_saver() as holding, open_saver() as other:
+        assert isinstance(holding, BufferedWrites)
+        yield holding, other
+
+
+def config(thread: str, checkpoint_id: str | None = None) -> RunnableConfig:
+    configurable: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ""}
+    if checkpoint_id is not None:
+        configurable["checkpoint_id"] = checkpoint_id
+    return {"configurable": configurable}
+
+
+def put(
+    saver: BaseCheckpointSaver[Any],
+    thread: str,
+    parent: str | None,
+    source: Literal["input", "loop"],
+    step: int,
+) -> str:
+    checkpoint: Checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"step": step}
+    saved = saver.put(
+        config(thread, parent), checkpoint, {"source": source, "step": step, "parents": {}}, {}
+    )
+    assert saved["configurable"]["checkpoint_id"] == checkpoint["id"]
+    return checkpoint["id"]
+
+
+def writes_seen(saver: BaseCheckpointSaver[Any], thread: str, checkpoint_id: str) -> list[Any]:
+    found = saver.get_tuple(config(thread, checkpoint_id))
+    return [] if found is None else sorted(w[2] for w in found.pending_writes or [])
+
+
+def test_task_writes_and_the_input_checkpoint_reach_disk_with_the_next_checkpoint(
+    savers: tuple[BaseCheckpointSaver[Any], BaseCheckpointSaver[Any]],
+) -> None:
+    holding, other = savers
+    first = put(holding, "run-1", None, "input", -1)
+    holding.put_writes(config("run-1", first), [("a", 1)], "task-a")
+    holding.put_writes(config("run-1", first), [("b", 2)], "task-b")
+    assert other.get_tuple(config("run-1")) is None  # the input checkpoint is held too
+    second = put(holding, "run-1", first, "loop", 0)
+    latest = other.get_tuple(config("run-1"))
+    assert latest is not None and latest.config["configurable"]["checkpoint_id"] == second
+    assert writes_seen(other, "run-1", first) == [1, 2]
+    holding.put_writes(config("run-1", second), [("c", 3)], "task-c")
+    assert writes_seen(other, "run-1", second) == []
+    assert writes_seen(holding, "run-1", second) == [3]  # a read of the thread commits them
+    assert writes_seen(other, "run-1", second) == [3]
+
+
+def test_flush_and_close_put_what_is_held_on_disk_per_thread(open_saver: Opener) -> None:
+    with open_saver() as other:
+        with open_saver() as holding:
+            one = put(holding, "run-1", None, "loop", 0)
+            two = put(holding, "run-2", None, "loop", 0)
+            holding.put_writes(config("run-1", one), [("a", 1)], "task-a")
+            holding.put_writes(config("run-2", two), [("b", 2)], "task-b")
+            put(holding, "run-2", two, "loop", 1)  # carries run-2's write, not run-1's
+            assert writes_seen(other, "run-1", one) == []
+            assert writes_seen(other, "run-2", two) == [2]
+            flush_writes(holding, "run-1")
+            assert writes_seen(other, "run-1", one) == [1]
+            holding.put_writes(config("run-1", one), [("c", 3)], "task-c")
+            holding.put_writes(config("run-2", two), [("d", 4)], "task-d")
+            holding.delete_thread("run-2")
+        assert writes_seen(other, "run-1", one) == [1, 3]  # closing flushed it
+        assert other.get_tuple(config("run-2")) is None
