@@ -20,6 +20,7 @@ from integrations.cluster import (
     DrainReport,
     JobRun,
     NodeInfo,
+    NodeSample,
     Outcome,
     Permission,
     PodInfo,
@@ -66,6 +67,7 @@ class SimCluster:
         self.denied: set[tuple[str, str]] = set()
         self._described: dict[str, tuple[tuple[int, int], NodeInfo]] = {}
         self._lists: dict[Selector, KeptList] = {}
+        self._selected: dict[Selector, tuple[int, tuple[str, ...]]] = {}
         if not fleet.scenario.fleet.kernel_log_readable:
             self.deny("get", "nodes/proxy")
 
@@ -124,6 +126,29 @@ class SimCluster:
             self._lists = {k: v for k, v in self._lists.items() if v[0] == writes}
             self._lists[selector] = (writes, tuple(found), unsteady)
             return found
+
+    def first_nodes(self, labels: Mapping[str, str | None], *, limit: int) -> NodeSample:
+        """The first `limit` nodes (by name) `labels` selects, and how many: only those are
+        described. Which names a selector selects is kept until the next write, as the
+        Kubernetes node cache keeps its sorted label index."""
+        if limit < 1:
+            raise ValueError(f"a bounded node read needs a limit of at least 1, not {limit}")
+        self._allowed("list", "nodes")
+        selector = tuple(sorted(labels.items(), key=lambda kv: kv[0]))
+        at = self.fleet.now()
+        with self.fleet.lock:  # writers hold it until their change is applied
+            writes = self.fleet.writes
+            kept = self._selected.get(selector)
+            if kept is None or kept[0] != writes:
+                names = tuple(n for n in sorted(self.fleet.nodes) if self._selects(n, labels))
+                self._selected = {k: v for k, v in self._selected.items() if v[0] == writes}
+                kept = self._selected[selector] = (writes, names)
+            chosen = kept[1][:limit]
+            return NodeSample(tuple(self._describe(n, at) for n in chosen), len(kept[1]))
+
+    def _selects(self, name: str, labels: Mapping[str, str | None]) -> bool:
+        have = self.fleet.node_labels(name)
+        return all(have.get(key) == value for key, value in labels.items())
 
     def _describe(self, name: str, at: datetime) -> NodeInfo:
         """The node as a list returns it (called under the fleet's lock). A steady node (no

@@ -33,6 +33,7 @@ from integrations.cluster import (
     DrainReport,
     JobRun,
     NodeInfo,
+    NodeSample,
     Outcome,
     Permission,
     PodInfo,
@@ -167,6 +168,9 @@ class WriteThroughCluster:
         labels: Mapping[str, str | None] | None = None,
     ) -> list[NodeInfo]:
         return self.inner.nodes(names, labels=labels)
+
+    def first_nodes(self, labels: Mapping[str, str | None], *, limit: int) -> NodeSample:
+        return self.inner.first_nodes(labels, limit=limit)
 
     def pods_on(self, node: str) -> list[PodInfo]:
         return self.inner.pods_on(node)

@@ -16,6 +16,7 @@ from integrations.cluster import (
     DrainReport,
     JobRun,
     NodeInfo,
+    NodeSample,
     Outcome,
     Permission,
     PodInfo,
@@ -119,6 +120,9 @@ class KubernetesCluster:
         labels: Mapping[str, str | None] | None = None,
     ) -> list[NodeInfo]:
         return reads.nodes(self.transport, names, labels=labels, cache=self.node_cache)
+
+    def first_nodes(self, labels: Mapping[str, str | None], *, limit: int) -> NodeSample:
+        return reads.first_nodes(self.transport, labels, limit=limit, cache=self.node_cache)
 
     def pods_on(self, node: str) -> list[PodInfo]:
         return reads.pods_on(self.transport, node)

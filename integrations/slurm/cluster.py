@@ -26,10 +26,12 @@ from integrations.cluster import (
     DrainReport,
     JobRun,
     NodeInfo,
+    NodeSample,
     Outcome,
     Permission,
     PodInfo,
     RemediationPause,
+    first_of,
     select_by_labels,
 )
 from integrations.errors import (
@@ -128,6 +130,12 @@ class SlurmCluster:
             if name not in by_name:
                 raise NodeNotFound(name, sorted(by_name))
         return [self._info(by_name[name]) for name in wanted]
+
+    def first_nodes(self, labels: Mapping[str, str | None], *, limit: int) -> NodeSample:
+        """The first `limit` nodes `labels` selects, by name, and how many it selects.
+        slurmrestd has neither a label index nor a limit on GET nodes: this is the one GET
+        `nodes(labels=...)` sends, cut here (the cost is the controller's answer)."""
+        return first_of(self.nodes(labels=labels), limit=limit)
 
     def pods_on(self, node: str) -> list[PodInfo]:
         """The jobs running on the node (one GET jobs; host lists expanded here, since no
