@@ -27,11 +27,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sqlmodel import Session
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import FAULTY, ecc_fleet, node, percentile, run_sizes  # noqa: E402
 
 from bot.config import Settings, StorageSettings  # noqa: E402
-from bot.wiring.runtime import open_runtime  # noqa: E402
+from bot.wiring.runtime import Runtime, make_guard, open_runtime  # noqa: E402
 
 
 def measure(nodes: int, args: argparse.Namespace) -> dict[str, Any]:
@@ -83,6 +85,7 @@ def measure(nodes: int, args: argparse.Namespace) -> dict[str, Any]:
                 after_cpus.append(cpu - verdict_cpus[-1])
             if profile is not None:
                 pstats.Stats(profile).sort_stats(args.sort).print_stats(40)
+            claim_cpus = [claim_check(rt, node(FAULTY, nodes)) for _ in range(args.runs)]
     return {
         "runbook": runbook,
         "members": nodes,
@@ -92,9 +95,24 @@ def measure(nodes: int, args: argparse.Namespace) -> dict[str, Any]:
         "wall_p50_s": round(percentile(walls, 0.5), 3),
         "cpu_p50_s": round(percentile(cpus, 0.5), 3),
         "after_verdict_cpu_p50_s": round(percentile(after_cpus, 0.5), 3),
+        "claim_check_cpu_p50_ms": round(percentile(claim_cpus, 0.5) * 1000, 2),
         "queries": sorted(queries),
         "verdict_names_the_faulty_node": all(named),
     }
+
+
+def claim_check(rt: Runtime, target: str) -> float:
+    """CPU seconds of the claim-time safety check of a cordon of `target` (what the ledger
+    runs before it claims the action: the observation, then the limits against the stored
+    safety state), without claiming anything."""
+    guard = make_guard(rt.settings, cluster=rt.deps.cluster, clock=rt.clock)
+    cpu = time.process_time()
+    observed = guard.observe(action="cordon", target=target, target_kind="node")
+    with Session(rt.db) as session:
+        at = rt.clock.now()
+        guard.check(session, observed=observed, action="cordon", target=target, key="bench", at=at)
+        session.rollback()  # a check that blocks records its block: never keep it
+    return time.process_time() - cpu
 
 
 def main() -> None:
@@ -113,6 +131,10 @@ def main() -> None:
             results[0]["after_verdict_cpu_p50_s"], 1e-6
         )
         print(f"cpu after verdict {results[-1]['members']}/{results[0]['members']}: {after:.2f}")
+        claim = results[-1]["claim_check_cpu_p50_ms"] / max(
+            results[0]["claim_check_cpu_p50_ms"], 1e-6
+        )
+        print(f"claim check cpu {results[-1]['members']}/{results[0]['members']}: {claim:.2f}")
 
 
 if __name__ == "__main__":
