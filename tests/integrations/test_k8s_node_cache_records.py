@@ -136,3 +136,33 @@ def test_selection_is_the_label_selectors(first: Any, wanted: Any, then: Any) ->
             if item is not None and matches(selector, item["metadata"]["labels"])
         )
         assert chosen == expected
+
+
+@given(
+    _changes,
+    st.dictionaries(_few_keys, st.one_of(st.none(), _few_values), max_size=3),
+    st.integers(1, 5),
+    _changes,
+)
+def test_a_bounded_read_is_the_first_of_the_selection_in_name_order(
+    first: Any, wanted: Any, limit: int, then: Any
+) -> None:
+    """`first` (a pool's first few nodes, from the sorted index) equals the first `limit` of
+    the full selection, with its size, after any events: before the index is built and after
+    it is kept through changes."""
+    cache = NodeCache(api=None)  # type: ignore[arg-type]  # selection needs no transport
+    cache._connected = True
+    for changes in (first, then):
+        for kind, item, version in changes:
+            item["metadata"]["resourceVersion"] = str(version)
+            if kind == "wrote":
+                cache.wrote(item)
+            else:
+                cache._apply({"type": kind, "object": item})
+        every = cache.select(wanted, wanted=0)
+        sample = cache.first(wanted, limit=limit, wanted=0)
+        assert every is not None and sample is not None
+        assert [n.name for n in every] == sorted(n.name for n in every)
+        assert sample.nodes == tuple(every[:limit])
+        assert sample.total == len(every)
+        assert sample.partial == (len(every) > limit)
