@@ -52,6 +52,15 @@ def test_named_nodes_and_an_unknown_name(cluster: SlurmCluster) -> None:
             cluster.nodes(names)
 
 
+def test_a_bounded_read_is_the_partitions_first_nodes_by_name_with_its_count(
+    cluster: SlurmCluster,
+) -> None:
+    train = [n.name for n in cluster.nodes(labels={PARTITION: "train"})]
+    sample = cluster.first_nodes({PARTITION: "train"}, limit=3)
+    assert [n.name for n in sample.nodes] == sorted(train)[:3]
+    assert sample.total == len(train) and sample.describe() == f"3 of {len(train)} nodes read"
+
+
 def test_the_served_api_version_is_detected(cluster: SlurmCluster) -> None:
     api = cluster.rest.api
     assert api.version == "v0.0.38" and "v0.0.37" in api.served
