@@ -2,7 +2,7 @@
 to the fake API server (langgraph's checkpoint-conformance pattern).
 
 Covers: listing every node (paginated with limit/continue on the API) with labels, capacity
-and conditions, and named nodes; pods on a node with their owners (field selector
+and conditions, and named nodes; a bounded read (the first N of a label selection by name); pods on a node with their owners (field selector
 spec.nodeName); node events since a time; pod and kernel logs (the node log query); cordon twice
 is one change (one PATCH), uncordon; taint/untaint idempotent; a concurrent foreign taint
 survives our taint (a 409 on the API, retried); annotate/label add and remove; delete_pod
@@ -51,6 +51,19 @@ def test_nodes_lists_every_node_with_labels_capacity_and_conditions(world: World
     if world.fake is not None:  # 5 nodes, pages of 2: three requests, the later two continue
         assert [r.query.get("limit") for r in lists] == ["2", "2", "2"]
         assert [bool(r.query.get("continue")) for r in lists] == [False, True, True]
+
+
+def test_a_bounded_read_is_the_first_of_the_selection_by_name(world: World) -> None:
+    rack = {"gpu-oncall.io/rack": "rack-00"}
+    selected = [n.name for n in world.cluster.nodes(labels=rack)]
+    sample = world.cluster.first_nodes(rack, limit=2)
+    assert len(selected) > 2 and [n.name for n in sample.nodes] == sorted(selected)[:2]
+    assert sample.partial and sample.total in (None, len(selected))
+    whole = world.cluster.first_nodes(rack, limit=len(selected))
+    assert [n.name for n in whole.nodes] == sorted(selected) and not whole.partial
+    if world.fake is not None:  # one list each, the limit asked of the server
+        lists = world.sent("GET", path="/api/v1/nodes")[-2:]
+        assert [r.query.get("limit") for r in lists] == ["2", str(len(selected))]
 
 
 def test_nodes_by_name_and_an_unknown_name(world: World) -> None:
