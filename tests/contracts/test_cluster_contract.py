@@ -1,21 +1,22 @@
 """The Cluster port contract, run against SimCluster and against KubernetesCluster over HTTP
 to the fake API server (langgraph's checkpoint-conformance pattern).
 
-Covers: listing every node (paginated with limit/continue on the API) with labels, capacity
-and conditions, and named nodes; a bounded read (the first N of a label selection by name); pods on a node with their owners (field selector
-spec.nodeName); node events since a time; pod and kernel logs (the node log query); cordon twice
-is one change (one PATCH), uncordon; taint/untaint idempotent; a concurrent foreign taint
-survives our taint (a 409 on the API, retried); annotate/label add and remove; delete_pod
-twice; drain evicts workload pods through the Eviction API and skips DaemonSet and mirror pods;
-a PDB-blocked eviction is reported per pod with its reason and no DELETE is sent; an unknown
-node raises NodeNotFound; a refused permission raises ClusterForbidden naming verb and
-resource; hostile names are refused before any request; check_permissions; medik8s
-NodeHealthCheck pauses: none without the CRD (a 404 on the API), a paused NHC whose selector
-(matchLabels + matchExpressions) selects the node is reported with its pause requests (one
-paginated list), unpaused or non-selecting NHCs are not, one with a malformed selector is
-skipped (it selects nothing for NHC either), and a refused list names the permission;
-node-agent Jobs: create twice is one Job (a 409 on the API, then a read), read until Complete,
-the pod log's tail, JobNotFound, a refused create names the permission, hostile Job names.
+Covers: listing every node (paginated with limit/continue on the API) with labels, capacity and
+conditions, and named nodes; a bounded read (the first N of a label selection by name); pods on
+a node with their owners (field selector spec.nodeName); node events since a time; pod and
+kernel logs (the node log query); cordon twice is one change (one PATCH), uncordon;
+taint/untaint idempotent; a concurrent foreign taint survives our taint (a 409 on the API,
+retried); annotate/label add and remove; delete_pod twice; drain evicts workload pods through
+the Eviction API and skips DaemonSet and mirror pods; a PDB-blocked eviction is reported per pod
+with its reason and no DELETE is sent; an unknown node raises NodeNotFound; a refused permission
+raises ClusterForbidden naming verb and resource; hostile names are refused before any request;
+check_permissions; medik8s NodeHealthCheck pauses: none without the CRD (a 404 on the API), a
+paused NHC whose selector (matchLabels + matchExpressions) selects the node is reported with its
+pause requests (one paginated list), unpaused or non-selecting NHCs are not, one with a
+malformed selector is skipped (it selects nothing for NHC either), and a refused list names the
+permission; node-agent Jobs: create twice is one Job (a 409 on the API, then a read), read until
+Complete, the pod log's tail, JobNotFound, a refused create names the permission, hostile Job
+names.
 """
 
 from __future__ import annotations
