@@ -152,6 +152,18 @@ class NodeSample:
         return f"{read:,} of {self.total:,} {noun} read"
 
 
+@dataclass(frozen=True)
+class NodeCount:
+    """A label selection counted, not listed: how many nodes and GPUs it holds and which of
+    its nodes are out of service (cordoned or NotReady; few, named). What the claim-time
+    capacity limits read of a pool or a topology domain (`Cluster.count_nodes`)."""
+
+    nodes: int
+    gpus: int
+    down: tuple[NodeInfo, ...]
+    """The selected nodes that are cordoned or not Ready, in name order."""
+
+
 class Cluster(Protocol):
     """Reads and changes Kubernetes objects. Writes are idempotent by construction."""
 
@@ -170,6 +182,13 @@ class Cluster(Protocol):
         """At most `limit` of the nodes `labels` selects (as in `nodes`), the first in name
         order, and how many it selects: a read whose cost follows `limit`, not the selection
         (a pool's peers, a few spare candidates). `limit` is at least 1."""
+        ...
+
+    def count_nodes(self, labels: Mapping[str, str | None]) -> NodeCount:
+        """The nodes `labels` selects (as in `nodes`) counted: their number, their GPUs and
+        the cordoned or NotReady ones. Kept per label value by the Kubernetes node cache as it
+        applies watch events, one listing counted elsewhere (kept until the next write in the
+        simulator): the claim-time safety check reads these, never a pool's member list."""
         ...
 
     def pods_on(self, node: str) -> list[PodInfo]:
@@ -248,9 +267,7 @@ class Cluster(Protocol):
         ...
 
 
-def select_by_labels(
-    nodes: Iterable[NodeInfo], labels: Mapping[str, str | None]
-) -> list[NodeInfo]:
+def select_by_labels(nodes: Iterable[NodeInfo], labels: Mapping[str, str | None]) -> list[NodeInfo]:
     """The nodes whose labels match `labels` as `Cluster.nodes(labels=...)` means it: a value is
     `key=value`, None is "key absent". For backends with no label index (the simulator, Slurm)."""
     return [n for n in nodes if all(n.labels.get(k) == v for k, v in labels.items())]
@@ -262,6 +279,22 @@ def first_of(selected: Sequence[NodeInfo], *, limit: int) -> NodeSample:
     if limit < 1:
         raise ValueError(f"a bounded node read needs a limit of at least 1, not {limit}")
     return NodeSample(tuple(heapq.nsmallest(limit, selected, key=_name)), len(selected))
+
+
+def count_of(selected: Iterable[NodeInfo]) -> NodeCount:
+    """The count over a selection a backend had to read whole (Slurm: one GET nodes)."""
+    nodes = gpus = 0
+    down = []
+    for node in selected:
+        nodes, gpus = nodes + 1, gpus + node.gpu_capacity
+        if out_of_service(node):
+            down.append(node)
+    return NodeCount(nodes, gpus, tuple(sorted(down, key=_name)))
+
+
+def out_of_service(node: NodeInfo) -> bool:
+    """Cordoned or not Ready: what the capacity limits count as already out."""
+    return node.unschedulable or not node.ready
 
 
 def _name(node: NodeInfo) -> str:

@@ -15,6 +15,7 @@ from integrations.cluster import (
     ClusterEvent,
     DrainReport,
     JobRun,
+    NodeCount,
     NodeInfo,
     NodeSample,
     Outcome,
@@ -123,6 +124,9 @@ class KubernetesCluster:
 
     def first_nodes(self, labels: Mapping[str, str | None], *, limit: int) -> NodeSample:
         return reads.first_nodes(self.transport, labels, limit=limit, cache=self.node_cache)
+
+    def count_nodes(self, labels: Mapping[str, str | None]) -> NodeCount:
+        return reads.count_nodes(self.transport, labels, cache=self.node_cache)
 
     def pods_on(self, node: str) -> list[PodInfo]:
         return reads.pods_on(self.transport, node)

@@ -42,11 +42,19 @@ import json
 import logging
 import threading
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from urllib3.exceptions import HTTPError
 
-from integrations.cluster import NodeInfo, NodeSample, first_of
+from integrations.cluster import (
+    NodeCount,
+    NodeInfo,
+    NodeSample,
+    count_of,
+    first_of,
+    out_of_service,
+)
 from integrations.errors import ClusterError
 from integrations.k8s.permissions import LIST_NODES, WATCH_NODES
 from integrations.k8s.transport import ContinueExpired, Transport
@@ -58,6 +66,22 @@ WATCH_SECONDS = 300
 """How long one watch request lasts before the server ends it and the cache reconnects."""
 MAX_INDEXED_KEYS = 8
 """Label keys the cache indexes (the first ones it is asked to select on)."""
+
+
+@dataclass
+class Tally:
+    """The counts of one indexed label value, kept as events are applied (the node count is
+    the index entry's length): the GPUs and the names of the cordoned or NotReady nodes."""
+
+    gpus: int = 0
+    down: set[str] = field(default_factory=set)
+
+    def add(self, node: NodeInfo, sign: int) -> None:
+        self.gpus += sign * node.gpu_capacity
+        if sign > 0 and out_of_service(node):
+            self.down.add(node.name)
+        elif sign < 0:
+            self.down.discard(node.name)
 
 
 class NodeCache:
@@ -72,6 +96,7 @@ class NodeCache:
         self._nodes: dict[str, NodeInfo] = {}
         self._versions: dict[str, int] = {}  # each node's resourceVersion
         self._index: dict[str, dict[str, list[str]]] = {}  # label key -> value -> sorted names
+        self._tallies: dict[str, dict[str, Tally]] = {}  # label key -> value -> its counts
         self._version = 0
         self._connected = False
         self._closed = False
@@ -149,6 +174,22 @@ class NodeCache:
             chosen = [n for n in entry if _selects(labels, self._nodes[n].labels)]
             return NodeSample(tuple(self._nodes[n] for n in chosen[:limit]), len(chosen))
 
+    def count(self, labels: Mapping[str, str | None], *, wanted: int) -> NodeCount | None:
+        """The nodes `labels` selects counted; None as for `select`. With one indexed term
+        (a pool, a rack) the answer is the counts kept for its value as events were applied:
+        no node of the selection is looked at but the few out of service."""
+        with self._changed:
+            if not self._current(wanted):
+                return None
+            if len(labels) == 1:
+                ((key, value),) = labels.items()
+                index = self._indexed(key) if value is not None else None
+                if index is not None and value is not None:
+                    tally = self._tallies[key].get(value, Tally())
+                    down = tuple(self._nodes[name] for name in sorted(tally.down))
+                    return NodeCount(len(index.get(value, [])), tally.gpus, down)
+            return count_of(self._matching(labels))
+
     def _smallest(self, labels: Mapping[str, str | None]) -> list[str] | None:
         """The smallest index entry (names in order) among the equality terms of `labels`
         (lock held); None when no term is indexable."""
@@ -167,10 +208,13 @@ class NodeCache:
         index = self._index.get(key)
         if index is None and len(self._index) < MAX_INDEXED_KEYS:
             index = self._index[key] = {}
+            tallies = self._tallies[key] = {}
             for name in sorted(self._nodes):
-                value = self._nodes[name].labels.get(key)
+                node = self._nodes[name]
+                value = node.labels.get(key)
                 if value is not None:
                     index.setdefault(value, []).append(name)
+                    tallies.setdefault(value, Tally()).add(node, 1)
         return index
 
     def _put(self, node: NodeInfo, version: int) -> None:
@@ -180,6 +224,7 @@ class NodeCache:
         for key, index in self._index.items():
             if key in node.labels:
                 bisect.insort(index.setdefault(node.labels[key], []), node.name)
+                self._tallies[key].setdefault(node.labels[key], Tally()).add(node, 1)
 
     def _drop(self, name: str) -> None:
         self._unindex(name)
@@ -196,8 +241,10 @@ class NodeCache:
             at = bisect.bisect_left(names, name)
             if at < len(names) and names[at] == name:
                 del names[at]
+                self._tallies[key][str(value)].add(old, -1)
                 if not names:
                     del index[str(value)]
+                    del self._tallies[key][str(value)]
 
     @property
     def version(self) -> int:
@@ -293,7 +340,7 @@ class NodeCache:
                     nodes[name] = (self._nodes[name], self._versions[name])
             self._nodes = {name: node for name, (node, _) in nodes.items()}
             self._versions = {name: version for name, (_, version) in nodes.items()}
-            keys, self._index = list(self._index), {}
+            keys, self._index, self._tallies = list(self._index), {}, {}
             for key in keys:
                 self._indexed(key)
             self._version = _version(meta.get("resourceVersion"))

@@ -10,10 +10,12 @@ from typing import Any
 from integrations.cluster import (
     ClusterEvent,
     JobRun,
+    NodeCount,
     NodeInfo,
     NodeSample,
     PodInfo,
     RemediationPause,
+    count_of,
 )
 from integrations.errors import (
     ClusterError,
@@ -132,6 +134,20 @@ def first_nodes(
         return NodeSample(read, len(read))
     remaining = meta.remaining_item_count
     return NodeSample(read, None if remaining is None else len(read) + int(remaining))
+
+
+def count_nodes(
+    api: Transport, labels: Mapping[str, str | None], *, cache: NodeCache | None = None
+) -> NodeCount:
+    """The nodes `labels` selects counted: from the node cache's per-label-value counts when
+    it is current (kept as it applies watch events), else one label-selected list counted."""
+    selector = label_selector(labels)  # validates the keys and values
+    if cache is not None:
+        found = cache.count(labels, wanted=api.node_version)
+        if found is not None:
+            return found
+        logger.info("node cache not current; counting the nodes by label %s", selector)
+    return count_of(nodes(api, labels=labels))
 
 
 def label_selector(labels: Mapping[str, str | None]) -> str:

@@ -25,12 +25,14 @@ from integrations.cluster import (
     ClusterEvent,
     DrainReport,
     JobRun,
+    NodeCount,
     NodeInfo,
     NodeSample,
     Outcome,
     Permission,
     PodInfo,
     RemediationPause,
+    count_of,
     first_of,
     select_by_labels,
 )
@@ -136,6 +138,11 @@ class SlurmCluster:
         slurmrestd has neither a label index nor a limit on GET nodes: this is the one GET
         `nodes(labels=...)` sends, cut here (the cost is the controller's answer)."""
         return first_of(self.nodes(labels=labels), limit=limit)
+
+    def count_nodes(self, labels: Mapping[str, str | None]) -> NodeCount:
+        """The nodes `labels` selects counted: the one GET `nodes(labels=...)` sends, counted
+        here (slurmrestd has no label index)."""
+        return count_of(self.nodes(labels=labels))
 
     def pods_on(self, node: str) -> list[PodInfo]:
         """The jobs running on the node (one GET jobs; host lists expanded here, since no
