@@ -2,7 +2,8 @@
 to the fake API server (langgraph's checkpoint-conformance pattern).
 
 Covers: listing every node (paginated with limit/continue on the API) with labels, capacity and
-conditions, and named nodes; a bounded read (the first N of a label selection by name); pods on
+conditions, and named nodes; a bounded read (the first N of a label selection by name); a
+label selection counted (nodes, GPUs, the cordoned members named; again after a cordon); pods on
 a node with their owners (field selector spec.nodeName); node events since a time; pod and
 kernel logs (the node log query); cordon twice is one change (one PATCH), uncordon;
 taint/untaint idempotent; a concurrent foreign taint survives our taint (a 409 on the API,
@@ -27,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from integrations.cluster import Outcome, Permission, RemediationPause
+from integrations.cluster import Outcome, Permission, RemediationPause, count_of
 from integrations.errors import ClusterForbidden, InvalidName, JobNotFound, NodeNotFound
 from tests.contracts.conftest import World
 from tests.servers.fake_kube_jobs import JobPlan
@@ -65,6 +66,20 @@ def test_a_bounded_read_is_the_first_of_the_selection_by_name(world: World) -> N
     if world.fake is not None:  # one list each, the limit asked of the server
         lists = world.sent("GET", path="/api/v1/nodes")[-2:]
         assert [r.query.get("limit") for r in lists] == ["2", str(len(selected))]
+
+
+def test_a_selection_counted_is_the_count_of_its_listing_and_follows_a_cordon(
+    world: World,
+) -> None:
+    rack = {"gpu-oncall.io/rack": "rack-00"}
+    selected = world.cluster.nodes(labels=rack)
+    assert world.cluster.count_nodes(rack) == count_of(selected)
+    assert len(selected) > 1 and not any(n.unschedulable for n in selected)
+    world.cluster.cordon(NODE)
+    count = world.cluster.count_nodes(rack)
+    assert (count.nodes, count.gpus) == (len(selected), sum(n.gpu_capacity for n in selected))
+    assert [n.name for n in count.down] == [NODE]
+    assert count.down[0].unschedulable
 
 
 def test_nodes_by_name_and_an_unknown_name(world: World) -> None:
