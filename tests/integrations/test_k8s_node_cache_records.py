@@ -154,12 +154,7 @@ def test_a_bounded_read_is_the_first_of_the_selection_in_name_order(
     cache = NodeCache(api=None)  # type: ignore[arg-type]  # selection needs no transport
     cache._connected = True
     for changes in (first, then):
-        for kind, item, version in changes:
-            item["metadata"]["resourceVersion"] = str(version)
-            if kind == "wrote":
-                cache.wrote(item)
-            else:
-                cache._apply({"type": kind, "object": item})
+        _apply(cache, changes)
         every = cache.select(wanted, wanted=0)
         sample = cache.first(wanted, limit=limit, wanted=0)
         assert every is not None and sample is not None
@@ -167,6 +162,16 @@ def test_a_bounded_read_is_the_first_of_the_selection_in_name_order(
         assert sample.nodes == tuple(every[:limit])
         assert sample.total == len(every)
         assert sample.partial == (len(every) > limit)
+
+
+def _apply(cache: NodeCache, changes: Any) -> None:
+    """Watch events and the bot's own writes (`wrote`), in order."""
+    for kind, item, version in changes:
+        item["metadata"]["resourceVersion"] = str(version)
+        if kind == "wrote":
+            cache.wrote(item)
+        else:
+            cache._apply({"type": kind, "object": item})
 
 
 @st.composite
@@ -210,12 +215,7 @@ def test_the_counts_kept_per_label_value_are_the_selections(
     cache = NodeCache(api=None)  # type: ignore[arg-type]  # counting needs no transport
     cache._connected = True
     for changes in (first, then):
-        for kind, item, version in changes:
-            item["metadata"]["resourceVersion"] = str(version)
-            if kind == "wrote":
-                cache.wrote(item)
-            else:
-                cache._apply({"type": kind, "object": item})
+        _apply(cache, changes)
         every = cache.select(wanted, wanted=0)
         assert every is not None
         assert cache.count(wanted, wanted=0) == count_of(every)
