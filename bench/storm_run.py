@@ -27,11 +27,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sqlmodel import Session
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import FAULTY, ecc_fleet, node, percentile, run_sizes  # noqa: E402
 
 from bot.config import Settings, StorageSettings  # noqa: E402
-from bot.wiring.runtime import open_runtime  # noqa: E402
+from bot.wiring.runtime import Runtime, make_guard, open_runtime  # noqa: E402
 
 
 def measure(nodes: int, args: argparse.Namespace) -> dict[str, Any]:
@@ -39,6 +41,7 @@ def measure(nodes: int, args: argparse.Namespace) -> dict[str, Any]:
     verdict_walls: list[float] = []
     verdict_cpus: list[float] = []
     after_cpus: list[float] = []
+    node_rows: list[int] = []
     if args.single:
         runbook, inputs = "ecc-storm", {"node": node(FAULTY, nodes)}
     else:
@@ -47,12 +50,14 @@ def measure(nodes: int, args: argparse.Namespace) -> dict[str, Any]:
         settings = Settings(storage=StorageSettings(url=f"sqlite:///{Path(tmp) / 'oncall.db'}"))
         with open_runtime(settings, scenario=ecc_fleet(nodes), fresh=True) as rt:
             loaded = rt.catalog.get(runbook)
+            rows = count_node_rows(rt)
             profile = cProfile.Profile() if args.profile else None
             for index in range(args.runs + 1):  # the first run warms caches, not counted
                 incident_id, _ = rt.engine.open_incident(loaded, inputs, actor="bench")
                 last = profile is not None and index == args.runs
                 if last and profile is not None:
                     profile.enable()
+                rows.clear()
                 wall, cpu = time.perf_counter(), time.process_time()
                 at_verdict: list[float] = []
 
@@ -81,8 +86,10 @@ def measure(nodes: int, args: argparse.Namespace) -> dict[str, Any]:
                 queries.add(sum(int(o.get("queries", 0)) for o in outcome.steps.values()))
                 named.append(node(FAULTY, nodes) in outcome.verdict.get("culprits", []))
                 after_cpus.append(cpu - verdict_cpus[-1])
+                node_rows.append(sum(rows))
             if profile is not None:
                 pstats.Stats(profile).sort_stats(args.sort).print_stats(40)
+            claim_cpus = [claim_check(rt, node(FAULTY, nodes)) for _ in range(args.runs)]
     return {
         "runbook": runbook,
         "members": nodes,
@@ -92,9 +99,47 @@ def measure(nodes: int, args: argparse.Namespace) -> dict[str, Any]:
         "wall_p50_s": round(percentile(walls, 0.5), 3),
         "cpu_p50_s": round(percentile(cpus, 0.5), 3),
         "after_verdict_cpu_p50_s": round(percentile(after_cpus, 0.5), 3),
+        "after_verdict_cpu_min_s": round(min(after_cpus), 3),
+        "node_rows_per_run": max(node_rows),
+        "claim_check_cpu_p50_ms": round(percentile(claim_cpus, 0.5) * 1000, 2),
         "queries": sorted(queries),
         "verdict_names_the_faulty_node": all(named),
     }
+
+
+def count_node_rows(rt: Runtime) -> list[int]:
+    """The nodes each node read of the cluster port returns (by name, by label, bounded) are
+    appended to the list returned: how much of the fleet a run looks at, whatever the load."""
+    rows: list[int] = []
+    cluster: Any = rt.deps.cluster
+    for name in ("nodes", "first_nodes"):  # first_nodes: absent before the bounded read
+        read = getattr(cluster, name, None)
+        if read is not None:
+            setattr(cluster, name, _counted(read, rows))
+    return rows
+
+
+def _counted(read: Any, rows: list[int]) -> Any:
+    def counted(*args: Any, **kw: Any) -> Any:
+        found = read(*args, **kw)
+        rows.append(len(getattr(found, "nodes", found)))
+        return found
+
+    return counted
+
+
+def claim_check(rt: Runtime, target: str) -> float:
+    """CPU seconds of the claim-time safety check of a cordon of `target` (what the ledger
+    runs before it claims the action: the observation, then the limits against the stored
+    safety state), without claiming anything."""
+    guard = make_guard(rt.settings, cluster=rt.deps.cluster, clock=rt.clock)
+    cpu = time.process_time()
+    observed = guard.observe(action="cordon", target=target, target_kind="node")
+    with Session(rt.db) as session:
+        at = rt.clock.now()
+        guard.check(session, observed=observed, action="cordon", target=target, key="bench", at=at)
+        session.rollback()  # a check that blocks records its block: never keep it
+    return time.process_time() - cpu
 
 
 def main() -> None:
@@ -113,6 +158,10 @@ def main() -> None:
             results[0]["after_verdict_cpu_p50_s"], 1e-6
         )
         print(f"cpu after verdict {results[-1]['members']}/{results[0]['members']}: {after:.2f}")
+        claim = results[-1]["claim_check_cpu_p50_ms"] / max(
+            results[0]["claim_check_cpu_p50_ms"], 1e-6
+        )
+        print(f"claim check cpu {results[-1]['members']}/{results[0]['members']}: {claim:.2f}")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ by `simulator.cluster.SimCluster` (sim mode) and `integrations.k8s.KubernetesClu
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+import heapq
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -124,6 +125,45 @@ class RemediationPause:
         return f"{self.controller} {self.name} is paused ({', '.join(self.requests)})"
 
 
+@dataclass(frozen=True)
+class NodeSample:
+    """The first nodes of a label selection, in name order, and how many it holds: what a
+    bounded read (`Cluster.first_nodes`) returns, so a text built from it can say how much of
+    the selection it saw."""
+
+    nodes: tuple[NodeInfo, ...]
+    total: int | None
+    """How many nodes the selection holds; None when the backend did not count them (a
+    Kubernetes label-selected page with more after it)."""
+
+    @property
+    def partial(self) -> bool:
+        """Whether the selection holds nodes that were not read."""
+        return self.total is None or self.total > len(self.nodes)
+
+    def describe(self, noun: str = "nodes") -> str:
+        """How much was read, for a person: "all 12 nodes read", "33 of 4,096 nodes read",
+        "the first 33 nodes read (more exist)"."""
+        read = len(self.nodes)
+        if not self.partial:
+            return f"all {read:,} {noun} read"
+        if self.total is None:
+            return f"the first {read:,} {noun} read (more exist)"
+        return f"{read:,} of {self.total:,} {noun} read"
+
+
+@dataclass(frozen=True)
+class NodeCount:
+    """A label selection counted, not listed: how many nodes and GPUs it holds and which of
+    its nodes are out of service (cordoned or NotReady; few, named). What the claim-time
+    capacity limits read of a pool or a topology domain (`Cluster.count_nodes`)."""
+
+    nodes: int
+    gpus: int
+    down: tuple[NodeInfo, ...]
+    """The selected nodes that are cordoned or not Ready, in name order."""
+
+
 class Cluster(Protocol):
     """Reads and changes Kubernetes objects. Writes are idempotent by construction."""
 
@@ -136,6 +176,19 @@ class Cluster(Protocol):
         """Nodes by name (all nodes when `names` is None). Unknown names raise NodeNotFound.
         `labels` (with `names` None) selects by label instead of listing the fleet: a value is
         `key=value`, None is "key absent" (one label-selected list on the API)."""
+        ...
+
+    def first_nodes(self, labels: Mapping[str, str | None], *, limit: int) -> NodeSample:
+        """At most `limit` of the nodes `labels` selects (as in `nodes`), the first in name
+        order, and how many it selects: a read whose cost follows `limit`, not the selection
+        (a pool's peers, a few spare candidates). `limit` is at least 1."""
+        ...
+
+    def count_nodes(self, labels: Mapping[str, str | None]) -> NodeCount:
+        """The nodes `labels` selects (as in `nodes`) counted: their number, their GPUs and
+        the cordoned or NotReady ones. Kept per label value by the Kubernetes node cache as it
+        applies watch events, one listing counted elsewhere (kept until the next write in the
+        simulator): the claim-time safety check reads these, never a pool's member list."""
         ...
 
     def pods_on(self, node: str) -> list[PodInfo]:
@@ -214,9 +267,35 @@ class Cluster(Protocol):
         ...
 
 
-def select_by_labels(
-    nodes: Iterable[NodeInfo], labels: Mapping[str, str | None]
-) -> list[NodeInfo]:
+def select_by_labels(nodes: Iterable[NodeInfo], labels: Mapping[str, str | None]) -> list[NodeInfo]:
     """The nodes whose labels match `labels` as `Cluster.nodes(labels=...)` means it: a value is
     `key=value`, None is "key absent". For backends with no label index (the simulator, Slurm)."""
     return [n for n in nodes if all(n.labels.get(k) == v for k, v in labels.items())]
+
+
+def first_of(selected: Sequence[NodeInfo], *, limit: int) -> NodeSample:
+    """The bounded read over a selection a backend had to read whole (Slurm: one GET nodes):
+    the first `limit` by name, with the count."""
+    if limit < 1:
+        raise ValueError(f"a bounded node read needs a limit of at least 1, not {limit}")
+    return NodeSample(tuple(heapq.nsmallest(limit, selected, key=_name)), len(selected))
+
+
+def count_of(selected: Iterable[NodeInfo]) -> NodeCount:
+    """The count over a selection a backend had to read whole (Slurm: one GET nodes)."""
+    nodes = gpus = 0
+    down = []
+    for node in selected:
+        nodes, gpus = nodes + 1, gpus + node.gpu_capacity
+        if out_of_service(node):
+            down.append(node)
+    return NodeCount(nodes, gpus, tuple(sorted(down, key=_name)))
+
+
+def out_of_service(node: NodeInfo) -> bool:
+    """Cordoned or not Ready: what the capacity limits count as already out."""
+    return node.unschedulable or not node.ready
+
+
+def _name(node: NodeInfo) -> str:
+    return node.name

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Collection, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -19,11 +19,14 @@ from integrations.cluster import (
     ClusterEvent,
     DrainReport,
     JobRun,
+    NodeCount,
     NodeInfo,
+    NodeSample,
     Outcome,
     Permission,
     PodInfo,
     RemediationPause,
+    count_of,
     select_by_labels,
 )
 from integrations.errors import ClusterForbidden, JobNotFound, NodeNotFound
@@ -58,6 +61,16 @@ KeptList = tuple[int, tuple[NodeInfo, ...], tuple[int, ...]]
 """A selector's last answer: the fleet's write count then, the nodes, where the unsteady are."""
 
 
+@dataclass(frozen=True)
+class KeptCount:
+    """A selector's last count: the fleet's write count then, the steady nodes counted, and
+    the unsteady nodes (a fault on them), described again at each read."""
+
+    writes: int
+    steady: NodeCount
+    unsteady: tuple[str, ...]
+
+
 class SimCluster:
     """Reads and changes the simulated fleet's Kubernetes objects."""
 
@@ -66,6 +79,8 @@ class SimCluster:
         self.denied: set[tuple[str, str]] = set()
         self._described: dict[str, tuple[tuple[int, int], NodeInfo]] = {}
         self._lists: dict[Selector, KeptList] = {}
+        self._selected: dict[Selector, tuple[int, tuple[str, ...]]] = {}
+        self._counted: dict[Selector, KeptCount] = {}
         if not fleet.scenario.fleet.kernel_log_readable:
             self.deny("get", "nodes/proxy")
 
@@ -124,6 +139,52 @@ class SimCluster:
             self._lists = {k: v for k, v in self._lists.items() if v[0] == writes}
             self._lists[selector] = (writes, tuple(found), unsteady)
             return found
+
+    def first_nodes(self, labels: Mapping[str, str | None], *, limit: int) -> NodeSample:
+        """The first `limit` nodes (by name) `labels` selects, and how many: only those are
+        described. Which names a selector selects is kept until the next write, as the
+        Kubernetes node cache keeps its sorted label index."""
+        if limit < 1:
+            raise ValueError(f"a bounded node read needs a limit of at least 1, not {limit}")
+        self._allowed("list", "nodes")
+        selector = tuple(sorted(labels.items(), key=lambda kv: kv[0]))
+        at = self.fleet.now()
+        with self.fleet.lock:  # writers hold it until their change is applied
+            writes = self.fleet.writes
+            kept = self._selected.get(selector)
+            if kept is None or kept[0] != writes:
+                names = tuple(n for n in sorted(self.fleet.nodes) if self._selects(n, labels))
+                self._selected = {k: v for k, v in self._selected.items() if v[0] == writes}
+                kept = self._selected[selector] = (writes, names)
+            chosen = kept[1][:limit]
+            return NodeSample(tuple(self._describe(n, at) for n in chosen), len(kept[1]))
+
+    def count_nodes(self, labels: Mapping[str, str | None]) -> NodeCount:
+        """The nodes `labels` selects counted. The steady nodes' count is kept until the next
+        write (as the Kubernetes node cache keeps its counts per label value); only the
+        unsteady nodes are described again."""
+        self._allowed("list", "nodes")
+        selector = tuple(sorted(labels.items(), key=lambda kv: kv[0]))
+        at = self.fleet.now()
+        with self.fleet.lock:  # writers hold it until their change is applied
+            writes = self.fleet.writes
+            kept = self._counted.get(selector)
+            if kept is None or kept.writes != writes:
+                names = [n for n in self.fleet.nodes if self._selects(n, labels)]
+                described = [self._describe(n, at) for n in names]
+                steady = count_of(n for n in described if n.name in self._described)
+                unsteady = tuple(n.name for n in described if n.name not in self._described)
+                self._counted = {k: v for k, v in self._counted.items() if v.writes == writes}
+                kept = self._counted[selector] = KeptCount(writes, steady, unsteady)
+            fresh = count_of(self._describe(n, at) for n in kept.unsteady)
+            down = sorted((*kept.steady.down, *fresh.down), key=lambda n: n.name)
+            return NodeCount(
+                kept.steady.nodes + fresh.nodes, kept.steady.gpus + fresh.gpus, tuple(down)
+            )
+
+    def _selects(self, name: str, labels: Mapping[str, str | None]) -> bool:
+        have = self.fleet.node_labels(name)
+        return all(have.get(key) == value for key, value in labels.items())
 
     def _describe(self, name: str, at: datetime) -> NodeInfo:
         """The node as a list returns it (called under the fleet's lock). A steady node (no

@@ -77,6 +77,7 @@ class Fleet:
         }
         self.state = {name: NodeState() for name in self.nodes}
         self.pods: dict[tuple[str, str], SimPod] = {}
+        self._homes: tuple[int, dict[str, list[SimPod]]] = (-1, {})
         self.faults: list[ActiveFault] = []
         self.budgets: list[SimBudget] = []
         self.health_checks: dict[str, SimHealthCheck] = {}
@@ -161,8 +162,17 @@ class Fleet:
         return pod
 
     def pods_on(self, node: str) -> list[SimPod]:
+        """The pods on `node` now, from an index by the node each pod was placed on: a pod
+        leaves its node only for none (evicted, deleted, left pending), never for another, so
+        the pods on a node are among those placed there (as a field selector on nodeName
+        answers without reading every pod)."""
         self.node(node)
-        return [p for p in self.pods.values() if p.node == node]
+        if self._homes[0] != len(self.pods):  # pods are only ever added
+            homes: dict[str, list[SimPod]] = {}
+            for pod in self.pods.values():
+                homes.setdefault(pod.home or "", []).append(pod)
+            self._homes = (len(self.pods), homes)
+        return [p for p in self._homes[1].get(node, ()) if p.node == node]
 
     def driver_version(self, node: str) -> str:
         version = self.scenario.fleet.driver_version

@@ -83,7 +83,9 @@ class SeriesSource:
     ) -> Iterator[Track]:
         """The metric's tracks on `nodes` (all nodes when None); unknown nodes have none. For
         pod series, `workload` keeps only that workload's pods (an index: their
-        `label_app_kubernetes_io_name` is the workload's name; other pods never match it)."""
+        `label_app_kubernetes_io_name` is the workload's name; other pods never match it); for
+        job and vLLM series, only the nodes the workload is placed on (no other node has a
+        series of it). Other node series ignore `workload`."""
         definition = self.metric(metric)
         if definition is None:
             return
@@ -97,6 +99,8 @@ class SeriesSource:
             ]
             yield from pod_tracks(metric, pods)
             return
+        if nodes is None and workload is not None and definition.family in _WORKLOAD_FAMILIES:
+            nodes = self._workloads.hosts(workload)  # an index, as Prometheus' on `job`
         for node in self._nodes if nodes is None else nodes:
             if node in self._nodes:
                 yield from self._node_tracks(definition, node)
@@ -269,6 +273,8 @@ class SeriesSource:
 
 #: Metrics whose seeds read live state (node state, workloads) when built: never cached.
 _LIVE_METRICS = STATEFUL_METRICS | frozenset(OVERLAYS) | frozenset(WORKLOAD_METRICS)
+_WORKLOAD_FAMILIES = frozenset({"job", "vllm"})
+"""Families whose series carry a workload label and exist only where the workload is placed."""
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -64,6 +64,11 @@ class Workloads:
         _, services = self._models()
         return services.get(name)
 
+    def hosts(self, name: str) -> list[str]:
+        """Nodes the workload's pods run (or ran, until evicted) on: the only nodes with its
+        job or vLLM series (their seeds follow the placement)."""
+        return [n for n, p in self._placements_now().items() if p.workload.name == name]
+
     def running_nodes(self, name: str) -> list[str]:
         """Nodes where the workload's pods run now (not evicted, not pending), by rank: what
         kube-state-metrics' Running pods of the workload say."""

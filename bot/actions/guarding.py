@@ -11,8 +11,8 @@ cooldown). A blocked action becomes a result: `blocked_by`, the numbers, and one
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -34,7 +34,7 @@ from bot.actions.limits import (
     scopes_of,
 )
 from bot.clock import Clock
-from integrations.cluster import Cluster, NodeInfo
+from integrations.cluster import Cluster, NodeCount, NodeInfo
 from integrations.errors import InvalidName, NodeNotFound
 from storage import safety as store
 
@@ -49,6 +49,8 @@ class Observation:
 
     nodes: Sequence[NodeInfo]
     at: datetime
+    counts: Mapping[str, NodeCount] = field(default_factory=dict)
+    """The target's pool and topology domains counted (by `scopes_of` scope)."""
 
 
 class SafetyGuard:
@@ -62,10 +64,11 @@ class SafetyGuard:
         return action not in EXEMPT
 
     def observe(self, *, action: str, target: str, target_kind: str) -> Observation:
-        """Read the nodes the check needs: for a capacity removal the target by name, then the
-        members of its pool and of each of its topology domains (one label-selected list
-        each: the cost is the pool's, never the fleet's); the target alone for another node
-        action; none for a workload action. An unknown target is left to the action itself."""
+        """Read the nodes the check needs: for a capacity removal the target by name, then its
+        pool and each of its topology domains counted (`Cluster.count_nodes`: the node and
+        GPU totals and the few members out of service, never the member list); the target
+        alone for another node action; none for a workload action. An unknown target is left
+        to the action itself."""
         at = self.clock.now()
         if target_kind != "node":
             return Observation((), at)
@@ -75,10 +78,10 @@ class SafetyGuard:
             return Observation((), at)
         if action not in REMOVES_CAPACITY:
             return Observation(found, at)
-        members = {n.name: n for n in found}
-        for selector in scope_selectors(self.limits, found[0]):
-            members |= {n.name: n for n in self.cluster.nodes(labels=selector)}
-        return Observation(tuple(members.values()), at)
+        node = found[0]
+        scopes = zip(scopes_of(self.limits, node), scope_selectors(self.limits, node), strict=True)
+        counts = {scope: self.cluster.count_nodes(selector) for scope, selector in scopes}
+        return Observation(found, at, counts)
 
     def check(
         self,
@@ -126,8 +129,12 @@ class SafetyGuard:
         )
         node = next((n for n in observed.nodes if n.name == target), None)
         storms = store.storms_in(session, scopes_of(limits, node)) if node else []
+        nodes = list(observed.nodes)
+        if observed.counts:
+            nodes += self._named(in_flight - {n.name for n in nodes})
         return Situation(
-            nodes=observed.nodes,
+            nodes=nodes,
+            counts=observed.counts,
             in_flight=frozenset(in_flight),
             pauses=tuple(
                 Pause(p.reason, p.requested_by, p.requested_at)
@@ -141,6 +148,19 @@ class SafetyGuard:
             ),
             storms=tuple((s.scope, s.last_blocked_at) for s in storms),
         )
+
+    def _named(self, names: Collection[str]) -> list[NodeInfo]:
+        """The nodes being taken out, each by name (their pool and domains and GPUs: which
+        scope each counts against); one that is gone is left out, as a listing leaves it.
+        Read under the limits lock, since only then is the set known; it is the removals in
+        flight (a handful, the hourly rate caps them), never a pool."""
+        found = []
+        for name in sorted(names):
+            try:
+                found += self.cluster.nodes([name])
+            except (NodeNotFound, InvalidName):
+                continue
+        return found
 
 
 def blocked_result(

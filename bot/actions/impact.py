@@ -29,6 +29,9 @@ FRESH_CHECKPOINT = timedelta(minutes=10)
 """A checkpoint younger than this makes a restart cheap enough to drain at once."""
 MAX_SPARE_PROBES = 32
 """Same-pool candidates whose pods are read to find free GPUs (bounded on large pools)."""
+POOL_READ = MAX_SPARE_PROBES + 1
+"""Pool nodes read for spare candidates (the first by name; one may be the node itself): every
+candidate read can be probed, so a count of free GPUs covers exactly the nodes read."""
 IMPACT_ACTIONS = frozenset({"cordon", "drain"})
 
 DRAIN_NOW = "drain now"
@@ -64,6 +67,10 @@ class Impact:
     gpu_hours_at_risk: float | None
     recommendation: str
     reason: str
+    pool_read: str = ""
+    """How much of the pool was searched for spares when not all of it ("33 of 4,096 nodes
+    read");
+    "" when every node of the pool was read."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe, for the approval payload (checkpointed run state)."""
@@ -109,11 +116,13 @@ class JobReadings:
 def read_impact(
     *, cluster: Cluster, readings: JobReadings, node: str, pool_label: str
 ) -> Impact:
-    """What taking `node` out of service costs its jobs, read from the cluster and telemetry."""
+    """What taking `node` out of service costs its jobs, read from the cluster and telemetry.
+    Spares are looked for among the pool's first `POOL_READ` nodes (one bounded read by
+    label, never the pool or the fleet); the text says so when the pool has more."""
     (target,) = cluster.nodes([node])
     pool = target.labels.get(pool_label, "(unlabelled)")
-    # The pool's members by label (None: the label is absent), never the whole fleet.
-    members = cluster.nodes(labels={pool_label: target.labels.get(pool_label)})
+    # None: the label is absent (the unlabelled pool).
+    members = cluster.first_nodes({pool_label: target.labels.get(pool_label)}, limit=POOL_READ)
     jobs = [
         _job_impact(readings, job, pods)
         for job, pods in sorted(_jobs_on(cluster.pods_on(node)).items())
@@ -121,7 +130,7 @@ def read_impact(
     needed = sum(j.gpus_lost for j in jobs)
     candidates = [
         n
-        for n in members
+        for n in members.nodes
         if n.name != node
         and n.labels.get(pool_label, "(unlabelled)") == pool
         and n.ready
@@ -129,7 +138,8 @@ def read_impact(
         and n.gpu_allocatable > 0
     ]
     spares = _spares(cluster, candidates, needed=max(needed, 1))
-    return assess(target, pool=pool, jobs=jobs, spares=spares, gpus_needed=needed)
+    read = members.describe() if members.partial else ""
+    return assess(target, pool=pool, jobs=jobs, spares=spares, gpus_needed=needed, pool_read=read)
 
 
 def _jobs_on(pods: Sequence[PodInfo]) -> dict[str, list[PodInfo]]:
@@ -187,11 +197,13 @@ def assess(
     jobs: Sequence[JobImpact],
     spares: Sequence[tuple[str, int]],
     gpus_needed: int,
+    pool_read: str = "",
 ) -> Impact:
-    """The recommendation and its reason, from what was read (pure)."""
+    """The recommendation and its reason, from what was read (pure). `pool_read`: how much of
+    the pool the spares were looked for in, when not all of it."""
     risks = [j.gpu_hours_at_risk for j in jobs]
     at_risk = None if not jobs or None in risks else sum(r or 0.0 for r in risks)
-    recommendation, reason = _recommend(node, pool, jobs, spares, gpus_needed)
+    recommendation, reason = _recommend(node, pool, jobs, spares, gpus_needed, pool_read)
     return Impact(
         node=node.name,
         pool=pool,
@@ -202,6 +214,7 @@ def assess(
         gpu_hours_at_risk=at_risk,
         recommendation=recommendation,
         reason=reason,
+        pool_read=pool_read,
     )
 
 
@@ -211,6 +224,7 @@ def _recommend(
     jobs: Sequence[JobImpact],
     spares: Sequence[tuple[str, int]],
     needed: int,
+    pool_read: str,
 ) -> tuple[str, str]:
     if not jobs:
         return DRAIN_NOW, f"no running job has ranks on {node.name}: nothing is lost"
@@ -219,8 +233,10 @@ def _recommend(
         return DRAIN_NOW, f"{node.name} is NotReady: the ranks of {names} are lost already"
     free = sum(f for _, f in spares)
     if free < needed:
+        where = f" on {pool_read}" if pool_read else ""
         return CORDON_AND_WAIT, (
-            f"no spare capacity in pool {pool} ({free} free GPUs, {names} needs {needed}): "
+            f"no spare capacity in pool {pool} ({free} free GPUs{where}, {names} needs "
+            f"{needed}): "
             "draining now stops the job with nowhere to restart; cordon keeps new work off "
             "while it runs to its next checkpoint"
         )
@@ -273,10 +289,14 @@ def render_impact(impact: Mapping[str, Any] | None) -> list[str]:
         lines.append(f"Impact: no running job has ranks on {impact['node']}")
     spares = impact.get("spares", [])
     shown = ", ".join(f"{s['node']} ({s['free_gpus']} free GPUs)" for s in spares[:4])
+    read = impact.get("pool_read") or ""
     lines.append(
-        f"Spares in pool {impact['pool']}: {shown}" + (" ..." if len(spares) > 4 else "")
+        f"Spares in pool {impact['pool']}: {shown}"
+        + (" ..." if len(spares) > 4 else "")
+        + (f" ({read})" if read else "")
         if spares
         else f"Spares in pool {impact['pool']}: none with free GPUs"
+        + (f" ({read})" if read else "")
     )
     lines.append(f"Recommendation: {impact['recommendation']} ({impact['reason']})")
     return lines

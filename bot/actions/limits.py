@@ -11,7 +11,7 @@ rate limit and a circuit breaker. docs/safety.md explains each limit and how to 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -74,6 +74,17 @@ class NodeLike(Protocol):
     def gpu_capacity(self) -> int: ...
 
 
+class CountLike(Protocol):
+    """A pool or domain counted (the shape of `integrations.cluster.NodeCount`)."""
+
+    @property
+    def nodes(self) -> int: ...
+    @property
+    def gpus(self) -> int: ...
+    @property
+    def down(self) -> Sequence[NodeLike]: ...
+
+
 @dataclass(frozen=True)
 class Pause:
     reason: str
@@ -93,10 +104,14 @@ class Breaker:
 
 @dataclass(frozen=True)
 class Situation:
-    """Everything one check reads: the cluster's nodes (all of them for a capacity removal, the
-    target alone otherwise), removals in flight, and the persisted safety state."""
+    """Everything one check reads: the target and the nodes being taken out (or, without
+    `counts`, every member of the target's pool and domains), each scope counted, removals
+    in flight, and the persisted safety state."""
 
     nodes: Sequence[NodeLike] = ()
+    counts: Mapping[str, CountLike] = field(default_factory=dict)
+    """Each scope of the target (`scopes_of`) counted; a scope not here is counted from
+    `nodes` (the same numbers: a property test holds the two equal)."""
     in_flight: frozenset[str] = frozenset()
     pauses: tuple[Pause, ...] = ()
     breaker: Breaker = field(default_factory=Breaker)
@@ -148,11 +163,10 @@ def evaluate(
             f"{count} actions in the last hour (limit {most} per hour)",
             {"actions": count, "limit": most},
         )
-    if blocked is None and removal and node is not None:
-        out = _out(situation, by_name)
-        if target not in out:
-            blocked = _capacity(limits, node, situation.nodes, out)
-            blocked = blocked or _cooldown(limits, node, situation, now)
+    out = node is None or _down(node) or target in situation.in_flight
+    if blocked is None and removal and node is not None and not out:
+        blocked = _capacity(limits, node, situation)
+        blocked = blocked or _cooldown(limits, node, situation, now)
     return blocked
 
 
@@ -229,60 +243,88 @@ def _breaker(limits: SafetyLimits, target: str, situation: Situation) -> Blocked
     return Blocked(BlockedBy.BREAKER, reason, numbers, trips_breaker=True)
 
 
-def _out(situation: Situation, by_name: dict[str, NodeLike]) -> set[str]:
-    """Nodes out of service: cordoned or NotReady in the cluster, or being taken out."""
-    down = {n.name for n in situation.nodes if n.unschedulable or not n.ready}
-    return down | (set(situation.in_flight) & set(by_name))
+def _down(node: NodeLike) -> bool:
+    """Out of service in the cluster: cordoned or NotReady."""
+    return node.unschedulable or not node.ready
 
 
-def _capacity(
-    limits: SafetyLimits, node: NodeLike, nodes: Sequence[NodeLike], out: set[str]
-) -> Blocked | None:
+@dataclass(frozen=True)
+class _Scope:
+    """A pool or domain as the capacity limits read it: its nodes, its GPUs, and its members
+    out of service (down in the cluster, or being taken out)."""
+
+    kind: str
+    label: str
+    value: str
+    nodes: int
+    gpus: int
+    out: tuple[NodeLike, ...]
+
+
+def _scope(
+    situation: Situation, kind: str, label: str, value: str, member: Callable[[NodeLike], bool]
+) -> _Scope:
+    """The scope from its count, or counted from the member list when it has none; the
+    members being taken out are added from `situation.nodes` either way."""
+    count = situation.counts.get(f"{kind} {label}={value}")
+    if count is None:
+        members = [n for n in situation.nodes if member(n)]
+        nodes, gpus = len(members), sum(n.gpu_capacity for n in members)
+        down = [n for n in members if _down(n)]
+    else:
+        nodes, gpus, down = count.nodes, count.gpus, list(count.down)
+    named = {n.name for n in down}
+    flying = [
+        n
+        for n in situation.nodes
+        if n.name in situation.in_flight and n.name not in named and member(n)
+    ]
+    return _Scope(kind, label, value, nodes, gpus, (*down, *flying))
+
+
+def _capacity(limits: SafetyLimits, node: NodeLike, situation: Situation) -> Blocked | None:
     pool = _pool(limits, node)
-    members = [n for n in nodes if _pool(limits, n) == pool]
+    scope = _scope(situation, "pool", limits.pool_label, pool, lambda n: _pool(limits, n) == pool)
     where = f"pool {pool}"
-    down = sorted(n.name for n in members if n.name in out)
-    most = allowed(limits.max_unhealthy, len(members))
+    down = sorted(n.name for n in scope.out)
+    most = allowed(limits.max_unhealthy, scope.nodes)
     if len(down) + 1 > most:
         reason = (
-            f"{len(down)} of {len(members)} nodes of {where} already out "
+            f"{len(down)} of {scope.nodes} nodes of {where} already out "
             f"(limit {limits.max_unhealthy} = {most} nodes)"
         )
-        numbers = _numbers("pool", limits.pool_label, pool, len(down), len(members), most, down)
+        numbers = _numbers("pool", limits.pool_label, pool, len(down), scope.nodes, most, down)
         numbers |= {"limit": limits.max_unhealthy, "unit": "nodes"}
-        scope = f"pool {limits.pool_label}={pool}"
-        return Blocked(BlockedBy.MAX_UNHEALTHY, reason, numbers, storm_scope=scope)
-    blocked = _gpus(limits.max_gpus_removed, ("pool", limits.pool_label, pool), node, members, out)
+        storm = f"pool {limits.pool_label}={pool}"
+        return Blocked(BlockedBy.MAX_UNHEALTHY, reason, numbers, storm_scope=storm)
+    blocked = _gpus(limits.max_gpus_removed, scope, node)
     for label in limits.domain_labels:
         if blocked is not None or label not in node.labels:
             continue
         value = node.labels[label]
-        domain = [n for n in nodes if n.labels.get(label) == value]
-        blocked = _gpus(limits.domain_max_gpus_removed, ("domain", label, value), node, domain, out)
+        domain = _scope(situation, "domain", label, value, _labelled(label, value))
+        blocked = _gpus(limits.domain_max_gpus_removed, domain, node)
     return blocked
 
 
-def _gpus(
-    limit: str,
-    scope: tuple[str, str, str],
-    node: NodeLike,
-    members: Sequence[NodeLike],
-    out: set[str],
-) -> Blocked | None:
-    """`maxGPUsRemoved` over `members` (a pool or a domain): GPUs, not nodes."""
-    kind, label, value = scope
-    down = sorted(n.name for n in members if n.name in out)
-    total = sum(n.gpu_capacity for n in members)
-    gone = sum(n.gpu_capacity for n in members if n.name in out)
-    most = allowed(limit, total)
+def _labelled(label: str, value: str) -> Callable[[NodeLike], bool]:
+    return lambda n: n.labels.get(label) == value
+
+
+def _gpus(limit: str, scope: _Scope, node: NodeLike) -> Blocked | None:
+    """`maxGPUsRemoved` over a pool or a domain: GPUs, not nodes."""
+    kind, label, value = scope.kind, scope.label, scope.value
+    down = sorted(n.name for n in scope.out)
+    gone = sum(n.gpu_capacity for n in scope.out)
+    most = allowed(limit, scope.gpus)
     if gone + node.gpu_capacity <= most:
         return None
     where = f"pool {value}" if kind == "pool" else f"{label}={value}"
     reason = (
-        f"{gone} of {total} GPUs of {where} already out and {node.name} holds "
+        f"{gone} of {scope.gpus} GPUs of {where} already out and {node.name} holds "
         f"{node.gpu_capacity} more (limit {limit} = {most} GPUs)"
     )
-    numbers = _numbers(kind, label, value, gone, total, most, down)
+    numbers = _numbers(kind, label, value, gone, scope.gpus, most, down)
     numbers |= {"limit": limit, "unit": "GPUs", "target_gpus": node.gpu_capacity}
     return Blocked(BlockedBy.MAX_GPUS, reason, numbers, storm_scope=f"{kind} {label}={value}")
 

@@ -191,13 +191,14 @@ def take_snapshot(
         _note_failure(deps=deps, db=db, done=done, reason=f"{type(exc).__name__}, ref {ref}")
 
 
-def _pool_names(deps: Deps, culprits: Sequence[str]) -> list[str]:
-    """The names of the culprit's pool (one label-selected list), never the whole fleet."""
+def _pool_names(deps: Deps, culprits: Sequence[str], *, count: int) -> list[str]:
+    """Up to `count` names of the first culprit's pool, the first in name order: one bounded
+    read by label (`Cluster.first_nodes`), never the pool or the fleet."""
     if not culprits:
         return []
-    (node,) = deps.cluster.nodes(culprits)
+    (node,) = deps.cluster.nodes(culprits[:1])
     pool = {deps.pool_label: node.labels.get(deps.pool_label)}
-    return [n.name for n in deps.cluster.nodes(labels=pool)]
+    return [n.name for n in deps.cluster.first_nodes(pool, limit=count).nodes]
 
 
 def _read_and_store(
@@ -206,9 +207,10 @@ def _read_and_store(
     with Session(db) as session:  # a read: nothing to commit (one commit per snapshot, below)
         incident = incident_store.get_incident(session, done.incident_id)
         anchor = (incident.fired_at or incident.detected_at) if incident else None
-    if len(plan.peers) < PEERS:  # the runbook read only the target: borrow its neighbours
-        names = _pool_names(deps, plan.culprits[:1])
-        extra = nearest_peers(plan.culprits + plan.peers, names, count=PEERS - len(plan.peers))
+    if len(plan.peers) < PEERS:  # the runbook read only the target: borrow pool members
+        taken = plan.culprits + plan.peers  # read enough that PEERS remain without them
+        names = _pool_names(deps, plan.culprits, count=PEERS + len(taken))
+        extra = nearest_peers(taken, names, count=PEERS - len(plan.peers))
         plan = replace(plan, peers=plan.peers + tuple(extra))
     start, end, step = window_for(anchor=anchor or done.at, until=done.at)
     query = SignalQuery(signal=plan.signal, nodes=plan.culprits + plan.peers, window=plan.window)

@@ -32,7 +32,9 @@ from integrations.cluster import (
     ClusterEvent,
     DrainReport,
     JobRun,
+    NodeCount,
     NodeInfo,
+    NodeSample,
     Outcome,
     Permission,
     PodInfo,
@@ -151,7 +153,6 @@ def sim_telemetry(
     return SimTelemetry(fleet, signals, host_labels=dict(host_labels))
 
 
-
 class WriteThroughCluster:
     """SimCluster whose every write is followed by `Simulation.save()`: the write-through
     that makes a SIGKILL lose nothing the fleet journaled."""
@@ -167,6 +168,12 @@ class WriteThroughCluster:
         labels: Mapping[str, str | None] | None = None,
     ) -> list[NodeInfo]:
         return self.inner.nodes(names, labels=labels)
+
+    def first_nodes(self, labels: Mapping[str, str | None], *, limit: int) -> NodeSample:
+        return self.inner.first_nodes(labels, limit=limit)
+
+    def count_nodes(self, labels: Mapping[str, str | None]) -> NodeCount:
+        return self.inner.count_nodes(labels)
 
     def pods_on(self, node: str) -> list[PodInfo]:
         return self.inner.pods_on(node)

@@ -16,7 +16,9 @@ from integrations.cluster import (
     ClusterEvent,
     DrainReport,
     JobRun,
+    NodeCount,
     NodeInfo,
+    NodeSample,
     Outcome,
     Permission,
     PodInfo,
@@ -107,6 +109,12 @@ class KubernetesCluster:
         labels: Mapping[str, str | None] | None = None,
     ) -> list[NodeInfo]:
         return reads.nodes(self.transport, names, labels=labels, cache=self.node_cache)
+
+    def first_nodes(self, labels: Mapping[str, str | None], *, limit: int) -> NodeSample:
+        return reads.first_nodes(self.transport, labels, limit=limit, cache=self.node_cache)
+
+    def count_nodes(self, labels: Mapping[str, str | None]) -> NodeCount:
+        return reads.count_nodes(self.transport, labels, cache=self.node_cache)
 
     def pods_on(self, node: str) -> list[PodInfo]:
         return reads.pods_on(self.transport, node)

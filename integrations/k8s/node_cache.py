@@ -29,21 +29,32 @@ that is not an integer makes the cache refuse, never guess.
 
 Memory: one small NodeInfo and its resourceVersion per node (name, Ready, unschedulable, labels,
 taints, GPU capacity and allocatable; no annotations, managedFields or other conditions): about
-1 KB a node, plus one set entry per node for each indexed label key (at most
+1 KB a node, plus one name per node in a sorted list for each indexed label key (at most
 `MAX_INDEXED_KEYS` keys: the pool label and the topology keys; a read on another key scans).
+The lists are kept in name order so a bounded read (`first`: a pool's first few nodes) is a
+slice, and a change costs a binary search and a shift of at most a pool's names.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 import threading
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from urllib3.exceptions import HTTPError
 
-from integrations.cluster import NodeInfo
+from integrations.cluster import (
+    NodeCount,
+    NodeInfo,
+    NodeSample,
+    count_of,
+    first_of,
+    out_of_service,
+)
 from integrations.errors import ClusterError
 from integrations.k8s.permissions import LIST_NODES, WATCH_NODES
 from integrations.k8s.transport import ContinueExpired, Transport
@@ -57,6 +68,22 @@ MAX_INDEXED_KEYS = 8
 """Label keys the cache indexes (the first ones it is asked to select on)."""
 
 
+@dataclass
+class Tally:
+    """The counts of one indexed label value, kept as events are applied (the node count is
+    the index entry's length): the GPUs and the names of the cordoned or NotReady nodes."""
+
+    gpus: int = 0
+    down: set[str] = field(default_factory=set)
+
+    def add(self, node: NodeInfo, sign: int) -> None:
+        self.gpus += sign * node.gpu_capacity
+        if sign > 0 and out_of_service(node):
+            self.down.add(node.name)
+        elif sign < 0:
+            self.down.discard(node.name)
+
+
 class NodeCache:
     """The nodes as of the newest resourceVersion the watch delivered; see the module doc."""
 
@@ -68,7 +95,8 @@ class NodeCache:
         self.write_through = write_through
         self._nodes: dict[str, NodeInfo] = {}
         self._versions: dict[str, int] = {}  # each node's resourceVersion
-        self._index: dict[str, dict[str, set[str]]] = {}  # label key -> value -> node names
+        self._index: dict[str, dict[str, list[str]]] = {}  # label key -> value -> sorted names
+        self._tallies: dict[str, dict[str, Tally]] = {}  # label key -> value -> its counts
         self._version = 0
         self._connected = False
         self._closed = False
@@ -123,28 +151,70 @@ class NodeCache:
         """The selected nodes by name (lock held): the candidates are the smallest index entry
         among the equality terms (a pool, a rack), never the fleet, unless no term is
         indexable."""
-        candidates: Iterable[NodeInfo] = self._nodes.values()
+        entry = self._smallest(labels)
+        if entry is None:
+            chosen = [node for node in self._nodes.values() if _selects(labels, node.labels)]
+            return sorted(chosen, key=_name)
+        return [self._nodes[name] for name in entry if _selects(labels, self._nodes[name].labels)]
+
+    def first(
+        self, labels: Mapping[str, str | None], *, limit: int, wanted: int
+    ) -> NodeSample | None:
+        """The first `limit` nodes (by name) `labels` selects, and how many it selects; None as
+        for `select`. With one indexed term the answer is a slice of its sorted entry and the
+        count its length: neither the fleet nor the rest of the selection is looked at."""
+        with self._changed:
+            if not self._current(wanted):
+                return None
+            entry = self._smallest(labels)
+            if entry is None:
+                return first_of(self._matching(labels), limit=limit)
+            if len(labels) == 1:
+                return NodeSample(tuple(self._nodes[n] for n in entry[:limit]), len(entry))
+            chosen = [n for n in entry if _selects(labels, self._nodes[n].labels)]
+            return NodeSample(tuple(self._nodes[n] for n in chosen[:limit]), len(chosen))
+
+    def count(self, labels: Mapping[str, str | None], *, wanted: int) -> NodeCount | None:
+        """The nodes `labels` selects counted; None as for `select`. With one indexed term
+        (a pool, a rack) the answer is the counts kept for its value as events were applied:
+        no node of the selection is looked at but the few out of service."""
+        with self._changed:
+            if not self._current(wanted):
+                return None
+            if len(labels) == 1:
+                ((key, value),) = labels.items()
+                index = self._indexed(key) if value is not None else None
+                if index is not None and value is not None:
+                    tally = self._tallies[key].get(value, Tally())
+                    down = tuple(self._nodes[name] for name in sorted(tally.down))
+                    return NodeCount(len(index.get(value, [])), tally.gpus, down)
+            return count_of(self._matching(labels))
+
+    def _smallest(self, labels: Mapping[str, str | None]) -> list[str] | None:
+        """The smallest index entry (names in order) among the equality terms of `labels`
+        (lock held); None when no term is indexable."""
         entries = [self._entry(key, value) for key, value in labels.items() if value is not None]
         known = [entry for entry in entries if entry is not None]
-        if known:
-            candidates = (self._nodes[name] for name in min(known, key=len))
-        chosen = [node for node in candidates if _selects(labels, node.labels)]
-        return sorted(chosen, key=lambda node: node.name)
+        return min(known, key=len) if known else None
 
-    def _entry(self, key: str, value: str) -> Collection[str] | None:
-        """The names of the nodes labelled `key=value` (lock held); None when `key` is not
-        indexed (past the cap)."""
+    def _entry(self, key: str, value: str) -> list[str] | None:
+        """The names of the nodes labelled `key=value`, in order (lock held); None when `key`
+        is not indexed (past the cap)."""
         index = self._indexed(key)
-        return None if index is None else index.get(value, _NONE)
+        return None if index is None else index.get(value, [])
 
-    def _indexed(self, key: str) -> dict[str, set[str]] | None:
+    def _indexed(self, key: str) -> dict[str, list[str]] | None:
         """The index of label `key` (built on first use, lock held); None past the key cap."""
         index = self._index.get(key)
         if index is None and len(self._index) < MAX_INDEXED_KEYS:
             index = self._index[key] = {}
-            for node in self._nodes.values():
-                if key in node.labels:
-                    index.setdefault(node.labels[key], set()).add(node.name)
+            tallies = self._tallies[key] = {}
+            for name in sorted(self._nodes):
+                node = self._nodes[name]
+                value = node.labels.get(key)
+                if value is not None:
+                    index.setdefault(value, []).append(name)
+                    tallies.setdefault(value, Tally()).add(node, 1)
         return index
 
     def _put(self, node: NodeInfo, version: int) -> None:
@@ -153,7 +223,8 @@ class NodeCache:
         self._nodes[node.name], self._versions[node.name] = node, version
         for key, index in self._index.items():
             if key in node.labels:
-                index.setdefault(node.labels[key], set()).add(node.name)
+                bisect.insort(index.setdefault(node.labels[key], []), node.name)
+                self._tallies[key].setdefault(node.labels[key], Tally()).add(node, 1)
 
     def _drop(self, name: str) -> None:
         self._unindex(name)
@@ -166,10 +237,14 @@ class NodeCache:
             return
         for key, index in self._index.items():
             value = old.labels.get(key)
-            if value is not None and value in index:
-                index[value].discard(name)
-                if not index[value]:
-                    del index[value]
+            names = index.get(value, []) if value is not None else []
+            at = bisect.bisect_left(names, name)
+            if at < len(names) and names[at] == name:
+                del names[at]
+                self._tallies[key][str(value)].add(old, -1)
+                if not names:
+                    del index[str(value)]
+                    del self._tallies[key][str(value)]
 
     @property
     def version(self) -> int:
@@ -265,7 +340,7 @@ class NodeCache:
                     nodes[name] = (self._nodes[name], self._versions[name])
             self._nodes = {name: node for name, (node, _) in nodes.items()}
             self._versions = {name: version for name, (_, version) in nodes.items()}
-            keys, self._index = list(self._index), {}
+            keys, self._index, self._tallies = list(self._index), {}, {}
             for key in keys:
                 self._indexed(key)
             self._version = _version(meta.get("resourceVersion"))
@@ -331,9 +406,6 @@ class NodeCache:
         return loaded
 
 
-_NONE: frozenset[str] = frozenset()
-
-
 class Gone(Exception):
     """The watch's resourceVersion is older than etcd's compaction: list again."""
 
@@ -367,6 +439,10 @@ def _gpus(resources: Mapping[str, Any] | None) -> int:
         return int(str((resources or {}).get("nvidia.com/gpu", 0)))
     except ValueError:
         return 0
+
+
+def _name(node: NodeInfo) -> str:
+    return node.name
 
 
 def _selects(labels: Mapping[str, str | None], have: Mapping[str, str]) -> bool:

@@ -7,7 +7,16 @@ from collections.abc import Collection, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from integrations.cluster import ClusterEvent, JobRun, NodeInfo, PodInfo, RemediationPause
+from integrations.cluster import (
+    ClusterEvent,
+    JobRun,
+    NodeCount,
+    NodeInfo,
+    NodeSample,
+    PodInfo,
+    RemediationPause,
+    count_of,
+)
 from integrations.errors import (
     ClusterError,
     ClusterForbidden,
@@ -91,6 +100,54 @@ def nodes(
         return [node_info(n) for n in api.pages(LIST_NODES, api.core.list_node)]
     wanted = [check_node_name(name) for name in names]
     return [node_info(api.read_node(name)) for name in wanted]
+
+
+def first_nodes(
+    api: Transport,
+    labels: Mapping[str, str | None],
+    *,
+    limit: int,
+    cache: NodeCache | None = None,
+) -> NodeSample:
+    """The first `limit` nodes `labels` selects, in name order: from the node cache's sorted
+    index when it is current, else one list request with `limit` (a consistent read, in etcd's
+    key order, which is name order; the server stops at `limit`). The count is the cache's, or
+    the page's plus the server's `remainingItemCount`; a label-selected page with more after
+    it has none, so its total is unknown (None)."""
+    if limit < 1:
+        raise ValueError(f"a bounded node read needs a limit of at least 1, not {limit}")
+    selector = label_selector(labels)  # validates the keys and values
+    if cache is not None:
+        found = cache.first(labels, limit=limit, wanted=api.node_version)
+        if found is not None:
+            return found
+        logger.info("node cache not current; listing %d nodes by label %s", limit, selector)
+    page = api.send(
+        LIST_NODES,
+        lambda: api.core.list_node(
+            label_selector=selector, limit=limit, _request_timeout=api.timeout
+        ),
+    )
+    read = tuple(node_info(n) for n in (page.items or [])[:limit])
+    meta = page.metadata
+    if not (meta and meta._continue):
+        return NodeSample(read, len(read))
+    remaining = meta.remaining_item_count
+    return NodeSample(read, None if remaining is None else len(read) + int(remaining))
+
+
+def count_nodes(
+    api: Transport, labels: Mapping[str, str | None], *, cache: NodeCache | None = None
+) -> NodeCount:
+    """The nodes `labels` selects counted: from the node cache's per-label-value counts when
+    it is current (kept as it applies watch events), else one label-selected list counted."""
+    selector = label_selector(labels)  # validates the keys and values
+    if cache is not None:
+        found = cache.count(labels, wanted=api.node_version)
+        if found is not None:
+            return found
+        logger.info("node cache not current; counting the nodes by label %s", selector)
+    return count_of(nodes(api, labels=labels))
 
 
 def label_selector(labels: Mapping[str, str | None]) -> str:

@@ -25,11 +25,15 @@ from integrations.cluster import (
     ClusterEvent,
     DrainReport,
     JobRun,
+    NodeCount,
     NodeInfo,
+    NodeSample,
     Outcome,
     Permission,
     PodInfo,
     RemediationPause,
+    count_of,
+    first_of,
     select_by_labels,
 )
 from integrations.errors import (
@@ -128,6 +132,17 @@ class SlurmCluster:
             if name not in by_name:
                 raise NodeNotFound(name, sorted(by_name))
         return [self._info(by_name[name]) for name in wanted]
+
+    def first_nodes(self, labels: Mapping[str, str | None], *, limit: int) -> NodeSample:
+        """The first `limit` nodes `labels` selects, by name, and how many it selects.
+        slurmrestd has neither a label index nor a limit on GET nodes: this is the one GET
+        `nodes(labels=...)` sends, cut here (the cost is the controller's answer)."""
+        return first_of(self.nodes(labels=labels), limit=limit)
+
+    def count_nodes(self, labels: Mapping[str, str | None]) -> NodeCount:
+        """The nodes `labels` selects counted: the one GET `nodes(labels=...)` sends, counted
+        here (slurmrestd has no label index)."""
+        return count_of(self.nodes(labels=labels))
 
     def pods_on(self, node: str) -> list[PodInfo]:
         """The jobs running on the node (one GET jobs; host lists expanded here, since no

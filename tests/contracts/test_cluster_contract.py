@@ -1,21 +1,23 @@
 """The Cluster port contract, run against SimCluster and against KubernetesCluster over HTTP
 to the fake API server (langgraph's checkpoint-conformance pattern).
 
-Covers: listing every node (paginated with limit/continue on the API) with labels, capacity
-and conditions, and named nodes; pods on a node with their owners (field selector
-spec.nodeName); node events since a time; pod and kernel logs (the node log query); cordon twice
-is one change (one PATCH), uncordon; taint/untaint idempotent; a concurrent foreign taint
-survives our taint (a 409 on the API, retried); annotate/label add and remove; delete_pod
-twice; drain evicts workload pods through the Eviction API and skips DaemonSet and mirror pods;
-a PDB-blocked eviction is reported per pod with its reason and no DELETE is sent; an unknown
-node raises NodeNotFound; a refused permission raises ClusterForbidden naming verb and
-resource; hostile names are refused before any request; check_permissions; medik8s
-NodeHealthCheck pauses: none without the CRD (a 404 on the API), a paused NHC whose selector
-(matchLabels + matchExpressions) selects the node is reported with its pause requests (one
-paginated list), unpaused or non-selecting NHCs are not, one with a malformed selector is
-skipped (it selects nothing for NHC either), and a refused list names the permission;
-node-agent Jobs: create twice is one Job (a 409 on the API, then a read), read until Complete,
-the pod log's tail, JobNotFound, a refused create names the permission, hostile Job names.
+Covers: listing every node (paginated with limit/continue on the API) with labels, capacity and
+conditions, and named nodes; a bounded read (the first N of a label selection by name); a
+label selection counted (nodes, GPUs, the cordoned members named; again after a cordon); pods on
+a node with their owners (field selector spec.nodeName); node events since a time; pod and
+kernel logs (the node log query); cordon twice is one change (one PATCH), uncordon;
+taint/untaint idempotent; a concurrent foreign taint survives our taint (a 409 on the API,
+retried); annotate/label add and remove; delete_pod twice; drain evicts workload pods through
+the Eviction API and skips DaemonSet and mirror pods; a PDB-blocked eviction is reported per pod
+with its reason and no DELETE is sent; an unknown node raises NodeNotFound; a refused permission
+raises ClusterForbidden naming verb and resource; hostile names are refused before any request;
+check_permissions; medik8s NodeHealthCheck pauses: none without the CRD (a 404 on the API), a
+paused NHC whose selector (matchLabels + matchExpressions) selects the node is reported with its
+pause requests (one paginated list), unpaused or non-selecting NHCs are not, one with a
+malformed selector is skipped (it selects nothing for NHC either), and a refused list names the
+permission; node-agent Jobs: create twice is one Job (a 409 on the API, then a read), read until
+Complete, the pod log's tail, JobNotFound, a refused create names the permission, hostile Job
+names.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from integrations.cluster import Outcome, Permission, RemediationPause
+from integrations.cluster import Outcome, Permission, RemediationPause, count_of
 from integrations.errors import ClusterForbidden, InvalidName, JobNotFound, NodeNotFound
 from tests.contracts.conftest import World
 from tests.servers.fake_kube_jobs import JobPlan
@@ -51,6 +53,33 @@ def test_nodes_lists_every_node_with_labels_capacity_and_conditions(world: World
     if world.fake is not None:  # 5 nodes, pages of 2: three requests, the later two continue
         assert [r.query.get("limit") for r in lists] == ["2", "2", "2"]
         assert [bool(r.query.get("continue")) for r in lists] == [False, True, True]
+
+
+def test_a_bounded_read_is_the_first_of_the_selection_by_name(world: World) -> None:
+    rack = {"gpu-oncall.io/rack": "rack-00"}
+    selected = [n.name for n in world.cluster.nodes(labels=rack)]
+    sample = world.cluster.first_nodes(rack, limit=2)
+    assert len(selected) > 2 and [n.name for n in sample.nodes] == sorted(selected)[:2]
+    assert sample.partial and sample.total in (None, len(selected))
+    whole = world.cluster.first_nodes(rack, limit=len(selected))
+    assert [n.name for n in whole.nodes] == sorted(selected) and not whole.partial
+    if world.fake is not None:  # one list each, the limit asked of the server
+        lists = world.sent("GET", path="/api/v1/nodes")[-2:]
+        assert [r.query.get("limit") for r in lists] == ["2", str(len(selected))]
+
+
+def test_a_selection_counted_is_the_count_of_its_listing_and_follows_a_cordon(
+    world: World,
+) -> None:
+    rack = {"gpu-oncall.io/rack": "rack-00"}
+    selected = world.cluster.nodes(labels=rack)
+    assert world.cluster.count_nodes(rack) == count_of(selected)
+    assert len(selected) > 1 and not any(n.unschedulable for n in selected)
+    world.cluster.cordon(NODE)
+    count = world.cluster.count_nodes(rack)
+    assert (count.nodes, count.gpus) == (len(selected), sum(n.gpu_capacity for n in selected))
+    assert [n.name for n in count.down] == [NODE]
+    assert count.down[0].unschedulable
 
 
 def test_nodes_by_name_and_an_unknown_name(world: World) -> None:

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from kubernetes import client
 
+from integrations.cluster import count_of
 from integrations.k8s.node_cache import NodeCache, slim_node
 from integrations.k8s_records import node_info
 from integrations.selectors import matches
@@ -136,3 +137,85 @@ def test_selection_is_the_label_selectors(first: Any, wanted: Any, then: Any) ->
             if item is not None and matches(selector, item["metadata"]["labels"])
         )
         assert chosen == expected
+
+
+@given(
+    _changes,
+    st.dictionaries(_few_keys, st.one_of(st.none(), _few_values), max_size=3),
+    st.integers(1, 5),
+    _changes,
+)
+def test_a_bounded_read_is_the_first_of_the_selection_in_name_order(
+    first: Any, wanted: Any, limit: int, then: Any
+) -> None:
+    """`first` (a pool's first few nodes, from the sorted index) equals the first `limit` of
+    the full selection, with its size, after any events: before the index is built and after
+    it is kept through changes."""
+    cache = NodeCache(api=None)  # type: ignore[arg-type]  # selection needs no transport
+    cache._connected = True
+    for changes in (first, then):
+        _apply(cache, changes)
+        every = cache.select(wanted, wanted=0)
+        sample = cache.first(wanted, limit=limit, wanted=0)
+        assert every is not None and sample is not None
+        assert [n.name for n in every] == sorted(n.name for n in every)
+        assert sample.nodes == tuple(every[:limit])
+        assert sample.total == len(every)
+        assert sample.partial == (len(every) > limit)
+
+
+def _apply(cache: NodeCache, changes: Any) -> None:
+    """Watch events and the bot's own writes (`wrote`), in order."""
+    for kind, item, version in changes:
+        item["metadata"]["resourceVersion"] = str(version)
+        if kind == "wrote":
+            cache.wrote(item)
+        else:
+            cache._apply({"type": kind, "object": item})
+
+
+@st.composite
+def counted_nodes(draw: st.DrawFn) -> dict[str, Any]:
+    """`small_nodes` with a Ready condition and GPUs, so the counts have something to count."""
+    item = draw(small_nodes())
+    pool = draw(st.sampled_from(["a", "b", None]))
+    if pool is not None:  # most nodes in one of two pools, so that changes move between them
+        item["metadata"]["labels"]["pool"] = pool
+    gpus = draw(st.integers(0, 8))
+    ready = {"type": "Ready", "status": draw(_status)}
+    item["status"] = {"conditions": [ready], "capacity": {"nvidia.com/gpu": str(gpus)}}
+    return item
+
+
+_counted_changes = st.lists(
+    st.tuples(
+        st.sampled_from(["ADDED", "MODIFIED", "DELETED", "wrote"]),
+        counted_nodes(),
+        st.integers(1, 30),
+    ),
+    max_size=20,
+)
+
+
+@settings(max_examples=200)
+@given(
+    _counted_changes,
+    st.one_of(
+        st.fixed_dictionaries({"pool": st.sampled_from(["a", "b"])}),
+        st.dictionaries(_few_keys, st.one_of(st.none(), _few_values), min_size=1, max_size=2),
+    ),
+    _counted_changes,
+)
+def test_the_counts_kept_per_label_value_are_the_selections(
+    first: Any, wanted: Any, then: Any
+) -> None:
+    """`count` (a pool's nodes, GPUs and cordoned or NotReady members, kept per label value as
+    events are applied) equals the count of the full selection after any events: before the
+    index is built and after it is kept through changes, moves between values and deletions."""
+    cache = NodeCache(api=None)  # type: ignore[arg-type]  # counting needs no transport
+    cache._connected = True
+    for changes in (first, then):
+        _apply(cache, changes)
+        every = cache.select(wanted, wanted=0)
+        assert every is not None
+        assert cache.count(wanted, wanted=0) == count_of(every)

@@ -64,8 +64,9 @@ def _action_requests(real: RealKube) -> dict[str, list[str]]:
             with counted(cluster) as sent:
                 observed = guard.observe(action=action, target=TARGET, target_kind="node")
             found[f"guard {action}"] = sent
-            pool = [f"gpu-node-{i:03d}" for i in range(10)]  # its rack (0-3) is in its pool
-            assert sorted(n.name for n in observed.nodes) == pool
+            sizes = {scope: count.nodes for scope, count in observed.counts.items()}
+            assert [n.name for n in observed.nodes] == [TARGET]  # the pool and rack counted
+            assert sizes == {f"pool {POOL}=H100-pool-0": 10, f"domain {RACK}=rack-0": 4}
         with counted(cluster) as sent:
             impact = read_impact(cluster=cluster, readings=readings, node=TARGET, pool_label=POOL)
         found["impact"] = sent

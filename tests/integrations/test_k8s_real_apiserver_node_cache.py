@@ -18,6 +18,7 @@ import pytest
 from bot.actions.guarding import SafetyGuard
 from bot.actions.limits import SafetyLimits
 from bot.clock import FakeClock
+from integrations.cluster import count_of
 from integrations.errors import ClusterError
 from integrations.k8s import KubernetesCluster, KubernetesEndpoint
 from integrations.k8s.node_cache import Gone, NodeCache
@@ -82,7 +83,14 @@ def test_pool_reads_cost_no_request_and_match_the_label_list(
     from_cache = cached.nodes(labels={POOL: "H100-pool-0"})
 
     assert sent == [f"GET {TARGET}"]  # the target by name; pool and rack from the cache
-    assert sorted(n.name for n in observed.nodes) == [f"gpu-node-{i:03d}" for i in range(6)]
+    assert [n.name for n in observed.nodes] == [TARGET]  # the pool and rack counted, not listed
+    pool, rack = (
+        observed.counts[f"pool {POOL}=H100-pool-0"],
+        observed.counts[f"domain {RACK}=rack-1"],
+    )
+    assert (pool.nodes, pool.gpus, pool.down) == (6, 48, ())
+    assert (rack.nodes, rack.gpus, rack.down) == (3, 24, ())
+    assert cached.count_nodes({POOL: "H100-pool-0"}) == count_of(listed)
     fields = lambda n: (n.name, n.ready, n.unschedulable, n.labels, n.gpu_capacity)  # noqa: E731
     assert sorted(map(fields, from_cache)) == sorted(map(fields, listed))
     assert cached.nodes(labels={POOL: None}) == []  # absence selects the unlabelled: none
@@ -135,7 +143,7 @@ def held(cached: KubernetesCluster, monkeypatch: pytest.MonkeyPatch) -> Held:
 def _down(cluster: KubernetesCluster, action: str) -> list[str]:
     guard = SafetyGuard(limits=SafetyLimits(), cluster=cluster, clock=FakeClock())
     observed = guard.observe(action=action, target=TARGET, target_kind="node")
-    return sorted(n.name for n in observed.nodes if n.unschedulable)
+    return sorted({n.name for count in observed.counts.values() for n in count.down})
 
 
 def test_the_bots_own_write_is_read_back_without_waiting_for_the_watch(
@@ -236,6 +244,7 @@ def test_another_writers_change_the_bot_read_is_counted_whatever_the_watchs_lag(
                what="the watch to deliver the deletion")  # fmt: skip
     assert _down(cached, "cordon") == ["gpu-node-001"]
     assert sent == [f"GET {TARGET}"]
+    assert cached.count_nodes({POOL: "H100-pool-0"}).nodes == 5  # the deletion, counted
 
 
 def _listed_down(fleet: RealKube) -> list[str]:
@@ -264,6 +273,8 @@ def test_a_dropped_watch_resumes_a_410_relists_and_a_closed_cache_says_no(
     cached.nodes(["gpu-node-007"])  # the bot read the new version: the cache must have it
 
     assert len(cached.nodes(labels={POOL: "H100-pool-0"})) == 7
+    moved = cached.count_nodes({POOL: "H100-pool-0"}), cached.count_nodes({POOL: "H100-pool-1"})
+    assert [(c.nodes, c.gpus) for c in moved] == [(7, 56), (5, 40)]  # counted as it moved
     cache.close()
     assert cache.select({POOL: "H100-pool-0"}, wanted=0) is None
     assert len(cached.nodes(labels={POOL: "H100-pool-0"})) == 7  # listed by label instead

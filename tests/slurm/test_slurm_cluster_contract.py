@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bot.engine.steps.cluster_gaps import unavailable_read
-from integrations.cluster import Outcome
+from integrations.cluster import Outcome, count_of
 from integrations.errors import ClusterForbidden, InvalidName, NodeNotFound, ReadUnsupported
 from integrations.slurm import Scontrol, SlurmCluster
 from integrations.slurm.cluster import TaintUnsupported
@@ -50,6 +50,22 @@ def test_named_nodes_and_an_unknown_name(cluster: SlurmCluster) -> None:
     for names in (["gpu-node-77"], [NODE, "gpu-node-77"]):
         with pytest.raises(NodeNotFound, match="gpu-node-77"):
             cluster.nodes(names)
+
+
+def test_a_bounded_read_is_the_partitions_first_nodes_by_name_with_its_count(
+    cluster: SlurmCluster,
+) -> None:
+    train = [n.name for n in cluster.nodes(labels={PARTITION: "train"})]
+    sample = cluster.first_nodes({PARTITION: "train"}, limit=3)
+    assert [n.name for n in sample.nodes] == sorted(train)[:3]
+    assert sample.total == len(train) and sample.describe() == f"3 of {len(train)} nodes read"
+
+
+def test_a_partition_counted_is_the_count_of_its_listing(cluster: SlurmCluster) -> None:
+    train = cluster.nodes(labels={PARTITION: "train"})
+    count = cluster.count_nodes({PARTITION: "train"})
+    assert count == count_of(train) and count.nodes == len(train) > 0
+    assert count.gpus == sum(n.gpu_capacity for n in train) > 0
 
 
 def test_the_served_api_version_is_detected(cluster: SlurmCluster) -> None:
