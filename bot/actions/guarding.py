@@ -12,7 +12,7 @@ cooldown). A blocked action becomes a result: `blocked_by`, the numbers, and one
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -120,13 +120,7 @@ class SafetyGuard:
         removed = store.removed_targets_since(
             session, since=since, actions=removals, exclude_key=key
         )
-        in_flight = store.in_flight_targets(
-            session,
-            actions=removals,
-            at=at,
-            finished_since=observed.at - CLOCK_SKEW,
-            exclude_key=key,
-        )
+        in_flight = self.in_flight(session, observed=observed, key=key, at=at)
         node = next((n for n in observed.nodes if n.name == target), None)
         storms = store.storms_in(session, scopes_of(limits, node)) if node else []
         nodes = list(observed.nodes)
@@ -149,11 +143,34 @@ class SafetyGuard:
             storms=tuple((s.scope, s.last_blocked_at) for s in storms),
         )
 
+    def in_flight(
+        self, session: Session, *, observed: Observation, key: str, at: datetime
+    ) -> set[str]:
+        """The nodes other capacity removals are taking out (`store.in_flight_targets`)."""
+        return store.in_flight_targets(
+            session,
+            actions=sorted(REMOVES_CAPACITY),
+            at=at,
+            finished_since=observed.at - CLOCK_SKEW,
+            exclude_key=key,
+        )
+
+    def read_in_flight(self, observed: Observation, names: Collection[str]) -> Observation:
+        """`observed` with the nodes in flight read by name, before the limits lock is taken
+        (the caller read `names` with `in_flight` in a read transaction): under the lock only
+        a removal claimed in between is still read. A name that is not in flight at the lock
+        changes nothing (the limits count only members in `Situation.in_flight`)."""
+        if not observed.counts:
+            return observed
+        known = {n.name for n in observed.nodes}
+        return replace(observed, nodes=(*observed.nodes, *self._named(set(names) - known)))
+
     def _named(self, names: Collection[str]) -> list[NodeInfo]:
         """The nodes being taken out, each by name (their pool and domains and GPUs: which
         scope each counts against); one that is gone is left out, as a listing leaves it.
-        Read under the limits lock, since only then is the set known; it is the removals in
-        flight (a handful, the hourly rate caps them), never a pool."""
+        Read before the limits lock (`read_in_flight`), and under it only for a removal
+        claimed in between: the removals in flight are a handful (the hourly rate caps them),
+        never a pool."""
         found = []
         for name in sorted(names):
             try:

@@ -14,7 +14,7 @@ from sqlmodel import Session
 from bot.actions.executing import Claim
 from bot.actions.guarding import SafetyGuard
 from storage import actions as action_store
-from storage.db import session_scope
+from storage.db import read_scope, session_scope
 
 #: How long a claimed action may run before another worker may take it over.
 ACTION_LEASE = timedelta(minutes=10)
@@ -41,6 +41,10 @@ class SqlActionLedger:
         guard = self._guard
         if guard is not None and guard.guards(action):
             observed = guard.observe(action=action, target=target, target_kind=target_kind)
+            if observed.counts:  # the nodes in flight read now, not under the limits lock
+                with read_scope(self._db) as session:
+                    flying = guard.in_flight(session, observed=observed, key=key, at=at)
+                observed = guard.read_in_flight(observed, flying)
 
             def check(session: Session) -> dict[str, Any] | None:
                 return guard.check(

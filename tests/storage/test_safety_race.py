@@ -11,16 +11,19 @@ every action that changes the cluster and end with `resume`.
 from __future__ import annotations
 
 import threading
+from collections.abc import Collection, Mapping
 from datetime import timedelta
 
 import pytest
 from sqlalchemy.engine import Engine
+from sqlmodel import Session
 
 from bot.actions.executing import Claim, idempotency_key
 from bot.actions.guarding import SafetyGuard
 from bot.actions.ledger import SqlActionLedger
 from bot.actions.limits import SafetyLimits
 from bot.clock import FakeClock
+from integrations.cluster import NodeInfo
 from simulator import SCENARIO_DIR, Fleet, SimCluster, load_scenario
 from storage import actions as action_store
 from storage import safety as safety_store
@@ -139,3 +142,40 @@ def test_a_pause_blocks_every_cluster_change_until_resumed(
         ended = safety_store.end_pauses(session, actor="U0BOB", at=clock.now())
     assert [p.reason for p in ended] == ["firmware rollout"]
     assert claim(guarded, run_id, clock, "gpu-node-06").claimed
+
+
+class ReadsByName(SimCluster):
+    """The simulator's cluster, noting each read by name in `seen` (with the lock's turns)."""
+
+    def __init__(self, fleet: Fleet, seen: list[tuple[str, ...]]) -> None:
+        super().__init__(fleet)
+        self.seen = seen
+
+    def nodes(
+        self,
+        names: Collection[str] | None = None,
+        *,
+        labels: Mapping[str, str | None] | None = None,
+    ) -> list[NodeInfo]:
+        if names is not None:
+            self.seen.append(("read", *names))
+        return super().nodes(names, labels=labels)
+
+
+def test_a_removal_in_flight_is_read_before_the_limits_lock_not_under_it(
+    engine: Engine, run_id: str, clock: FakeClock, fleet: Fleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = ledger(engine, fleet, clock)
+    assert claim(first, run_id, clock, "gpu-node-10").claimed  # in flight: claimed, not finished
+    seen: list[tuple[str, ...]] = []
+
+    def lock(session: Session) -> None:
+        seen.append(("lock",))
+        safety_store.lock_limits(session)
+
+    monkeypatch.setattr(action_store, "lock_limits", lock)
+    guard = SafetyGuard(limits=SafetyLimits(), cluster=ReadsByName(fleet, seen), clock=clock)
+    assert claim(SqlActionLedger(engine, guard=guard), run_id, clock, "gpu-node-11").claimed
+    assert ("read", "gpu-node-10") in seen  # its pool and GPUs are known to the check
+    assert seen.index(("lock",)) > seen.index(("read", "gpu-node-10"))  # read before the lock
+    assert seen[-1] == ("lock",)  # nothing read from the cluster while the lock is held
