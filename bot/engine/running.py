@@ -531,11 +531,9 @@ class RunEngine:
         """One stream of the graph (see `_stream`); `pending` holds the steps of the current
         super-step not yet recorded, for the caller to record if this raises.
 
-        A super-step of reads, checks and proposals only (nothing outside changed) is recorded
-        in one transaction with the next one: for a triage, the gathers and checks with the
-        verdict (one commit instead of three before it), the proposals with the approval. A
-        crash in between leaves those steps off the timeline until the run is taken over; they
-        are in its checkpoint, and `_catch_up` records them then."""
+        A super-step of proposals only is recorded in one transaction with the next one (the
+        approval). A crash in between leaves those steps off the timeline until the run is taken
+        over; they are in its checkpoint, and `_catch_up` records them then."""
         config = {"configurable": {"thread_id": run_id}}
         interrupts: list[Interrupt] = []
         with self._flushing(run_id):
@@ -547,7 +545,7 @@ class RunEngine:
                 durability=DURABILITY,
             ):
                 if mode == "values":
-                    if _reads_only(loaded, pending):
+                    if _proposals_only(loaded, pending):
                         continue  # recorded with the next super-step's steps
                     done = list(pending)
                     pending.clear()
@@ -657,14 +655,16 @@ def _is_timer(value: Any) -> bool:
     return isinstance(value, Mapping) and value.get("kind") == "timer"
 
 
-_READS = frozenset({StepKind.SIGNAL, StepKind.CLUSTER, StepKind.CHECK, StepKind.PROPOSE})
-"""Step kinds that change nothing outside the run: reads, checks and proposals (the verdict is
-recorded at once: people and the evidence snapshot wait for it)."""
+_HELD = frozenset({StepKind.PROPOSE})
+"""Step kinds recorded with the next super-step: proposals, which the approval follows at once.
+Reads and checks are recorded as their super-step ends: the live Slack message and the terminal
+render the timeline from the database, and the person watching a slow Prometheus sees each
+read land (DESIGN: progress updated in place as steps complete)."""
 
 
-def _reads_only(loaded: LoadedRunbook, done: Sequence[StepDone]) -> bool:
-    """Whether every step of a finished super-step only read (and there was one)."""
-    return bool(done) and all(loaded.runbook.step(d.step_id).kind in _READS for d in done)
+def _proposals_only(loaded: LoadedRunbook, done: Sequence[StepDone]) -> bool:
+    """Whether a finished super-step held steps and all of them only proposed."""
+    return bool(done) and all(loaded.runbook.step(d.step_id).kind in _HELD for d in done)
 
 
 def _resume_command(waiting: Sequence[Interrupt], answer: Any) -> Command[Any]:

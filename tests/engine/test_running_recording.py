@@ -127,10 +127,10 @@ def test_a_run_commits_once_per_super_step_whatever_its_step_count(
         )
     assert outcome.status == "awaiting_approval"
     assert len(outcome.steps) == gathers + 3
-    # start (the run and its claimed work row), then the gathers, the check and localize
-    # super-steps in one (reads and checks are recorded with the next super-step), the
-    # evidence snapshot of the verdict, propose with the approval, then the work row done
-    assert commits[0] == 5
+    # start (the run and its claimed work row), then one per super-step: the gathers (however
+    # many), the check, localize, the evidence snapshot of the verdict, propose with the
+    # approval (proposals are recorded with the next super-step), then the work row done
+    assert commits[0] == 7
 
 
 def test_on_step_sees_each_step_committed_in_timeline_order(rt: Runtime) -> None:
