@@ -91,7 +91,14 @@ def serve_replica(port: int, db_url: str, nodes: int, storms: int, sync: str) ->
         # The intake queues on `webhooks.queue`: replacing only `app.workers` (as this bench
         # did until issue 21) left the real workers running every triage during the load.
         app.workers = app.webhooks.queue = CountingWorkers(
-            rt, workers=1, queue_limit=1, counters=app.counters
+            rt.engine,
+            db=rt.db,
+            catalog=rt.catalog,
+            clock=rt.clock,
+            silences=rt.deps.silences,
+            workers=1,
+            queue_limit=1,
+            counters=app.counters,
         )
         RunningServer(app, port=port).serve()
 
