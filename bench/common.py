@@ -21,7 +21,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))  # the real-server fixtures (servers.prometheus)
+# The real-server fixtures (servers.prometheus), after the tree itself: `tests/simulator` (the
+# simulator's tests, no __init__) must not shadow the `simulator` package as a namespace, and a
+# tree given in PYTHONPATH (a "before" measured with this bench) still comes first.
+sys.path += [str(ROOT), str(ROOT / "tests")]
 
 from integrations.telemetry import SeriesPoints, SignalQuery, SignalResult, Telemetry  # noqa: E402
 from simulator.scenarios import Scenario, parse_scenario  # noqa: E402
