@@ -133,10 +133,7 @@ def claim_work(
     )
     if session.exec(statement).rowcount != 1:
         return None
-    row = session.get(WorkItem, work_id)
-    if row is not None:
-        session.refresh(row)
-    return row
+    return session.get(WorkItem, work_id, populate_existing=True)  # one read, as updated
 
 
 def list_claimable(

@@ -1,7 +1,8 @@
-"""Compile a loaded runbook into a LangGraph StateGraph: one node per step, edges from the data
-dependencies found at load time. Steps with no dependency between them run concurrently
-(LangGraph runs parallel branches of sync nodes on its thread pool); a step with several
-dependencies waits for all of them (a join edge).
+"""Compile a loaded runbook into a LangGraph StateGraph: one node per stage (the reads and
+decisions of one super-step, bot/engine/stages.py) or per step of any other kind, edges from
+the data dependencies found at load time. Steps with no dependency between them run
+concurrently (a stage's reads on its pool; LangGraph runs parallel nodes on its thread pool); a
+node with several dependencies waits for all of them (a join edge).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from langgraph.graph import END, START, StateGraph
 
 from bot.engine.loading import LoadedRunbook
 from bot.engine.schema import Step, StepKind
+from bot.engine.stages import make_stage_node, per_step, plan_stages
 from bot.engine.state import Deps, RunState
 from bot.engine.steps.check import make_check_node
 from bot.engine.steps.gather import NodeFn, make_cluster_node, make_signal_node
@@ -36,26 +38,34 @@ _FACTORIES: dict[StepKind, Callable[[Step, LoadedRunbook], NodeFn]] = {
 }
 
 
-def build_graph(loaded: LoadedRunbook) -> StateGraph[RunState, Deps, RunState, RunState]:
-    """The runbook's StateGraph (not yet compiled with a checkpointer)."""
+def build_graph(
+    loaded: LoadedRunbook, *, staged: bool = True
+) -> StateGraph[RunState, Deps, RunState, RunState]:
+    """The runbook's StateGraph (not yet compiled with a checkpointer): one node per stage
+    (bot/engine/stages.py), or with `staged=False` one node per step, the graph runs were
+    checkpointed with before stages."""
     graph: StateGraph[RunState, Deps, RunState, RunState] = StateGraph(
         RunState, context_schema=Deps
     )
-    for step in loaded.runbook.steps:
-        graph.add_node(step.id, _FACTORIES[step.kind](step, loaded))  # type: ignore[call-overload]
+    nodes = plan_stages(loaded) if staged else per_step(loaded)
+    node_of = {step.id: stage.name for stage in nodes for step in stage.steps}
+    for stage in nodes:
+        members = [(step, _FACTORIES[step.kind](step, loaded)) for step in stage.steps]
+        graph.add_node(stage.name, make_stage_node(members))  # type: ignore[call-overload]
     has_dependents: set[str] = set()
-    for step in loaded.runbook.steps:
-        deps = sorted(loaded.deps[step.id])
+    for stage in nodes:
+        own = {node_of[s.id] for s in stage.steps}
+        deps = sorted({node_of[d] for s in stage.steps for d in loaded.deps[s.id]} - own)
         has_dependents.update(deps)
         if not deps:
-            graph.add_edge(START, step.id)
+            graph.add_edge(START, stage.name)
         elif len(deps) == 1:
-            graph.add_edge(deps[0], step.id)
+            graph.add_edge(deps[0], stage.name)
         else:
-            graph.add_edge(deps, step.id)
-    for step in loaded.runbook.steps:
-        if step.id not in has_dependents:
-            graph.add_edge(step.id, END)
+            graph.add_edge(deps, stage.name)
+    for stage in nodes:
+        if stage.name not in has_dependents:
+            graph.add_edge(stage.name, END)
     return graph
 
 

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager
 from typing import Any
 
 from langchain_core.runnables.config import ContextThreadPoolExecutor
 from langgraph.pregel import _executor
+
+from storage.checkpointer_savers import BufferedWrites
 
 logger = logging.getLogger(__name__)
 
@@ -29,15 +32,36 @@ _pool: ContextThreadPoolExecutor | None = None
 _lock = threading.Lock()
 
 
+class _HoldsInline:
+    """The shared pool, except that a saver's task writes held in memory
+    (`BufferedWrites.put_writes`, storage/checkpointer_savers.py: a list append, no I/O) are
+    held in the submitting thread: LangGraph submits each task's writes to its pool, and a
+    thread hand-off per task cost more than the append (issue 21)."""
+
+    def __init__(self, pool: ContextThreadPoolExecutor) -> None:
+        self.pool = pool
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        target = args[0] if args else None  # BackgroundExecutor submits (ctx.run, fn, ...)
+        if getattr(target, "__func__", None) is not BufferedWrites.put_writes:
+            return self.pool.submit(fn, *args, **kwargs)
+        done: Future[Any] = Future()
+        try:
+            done.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # noqa: BLE001 (the future carries it, as the pool's would)
+            done.set_exception(exc)
+        return done
+
+
 @contextmanager
-def _shared(config: Any) -> Iterator[ContextThreadPoolExecutor]:
+def _shared(config: Any) -> Iterator[_HoldsInline]:
     """`get_executor_for_config` for LangGraph: the shared pool, left running on exit."""
     global _pool
     with _lock:
         if _pool is None:
             _pool = ContextThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="steps")
         pool = _pool
-    yield pool
+    yield _HoldsInline(pool)
 
 
 def share() -> None:

@@ -18,6 +18,7 @@ transaction discipline and read best together; the work queue and the inputs liv
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -45,6 +46,7 @@ from bot.engine.policies import policy_for
 from bot.engine.recording import Recorder, StepDone, recording
 from bot.engine.schema import StepKind
 from bot.engine.snapshotting import snapshot_verdicts
+from bot.engine.stages import checkpointed_per_step
 from bot.engine.state import Deps, RunState
 from bot.engine.targets import check_node_exists
 from bot.engine.working import WorkQueue
@@ -71,6 +73,10 @@ again from its beginning instead of from its last finished super-step. The saver
 super-step's task writes with its checkpoint, not one by one (storage/checkpointer_savers.py),
 and the engine commits an interrupt's writes itself when a stream stops (`flush_writes`);
 what each crash point may lose is in docs/operations.md ("What a crash may lose")."""
+
+
+SHAPES_KEPT = 10_000
+"""Runs whose graph (staged or one node per step) is remembered, not read again."""
 
 
 class RunEngine:
@@ -102,16 +108,38 @@ class RunEngine:
         scheduler resumes when due (`serve`: no thread ever waits for a verification)."""
         self.storage_retry = RetryPolicy(STORAGE_RETRY_BACKOFF_SECONDS)
         """How a run retries transient storage errors (bot/limits.py; tests shorten it)."""
-        self._compiled: dict[str, Any] = {}
+        self._compiled: dict[tuple[str, bool], Any] = {}
+        self._shapes: dict[str, bool] = {}  # run id -> staged (bounded: SHAPES_KEPT)
+        self._shapes_lock = threading.Lock()
         executors.share()  # one thread pool for every run's steps, not one per stream
         tune_collector()  # a fleet-wide read's objects die young (bot/engine/collector.py)
 
-    def _app(self, loaded: LoadedRunbook) -> Any:
-        if loaded.name not in self._compiled:
-            self._compiled[loaded.name] = build_graph(loaded).compile(
-                checkpointer=self.checkpointer
-            )
-        return self._compiled[loaded.name]
+    def _app(self, loaded: LoadedRunbook, run_id: str) -> Any:
+        """The compiled graph `run_id` goes on: staged (bot/engine/stages.py), unless its
+        checkpoint was written by the graph of one node per step (a run that waited for its
+        approval across the upgrade goes on as it began)."""
+        staged = self._staged(loaded, run_id)
+        key = (loaded.name, staged)
+        if key not in self._compiled:
+            graph = build_graph(loaded, staged=staged)
+            self._compiled[key] = graph.compile(checkpointer=self.checkpointer)
+        return self._compiled[key]
+
+    def _staged(self, loaded: LoadedRunbook, run_id: str) -> bool:
+        with self._shapes_lock:
+            known = self._shapes.get(run_id)
+        if known is None:
+            found = self.checkpointer.get_tuple({"configurable": {"thread_id": run_id}})
+            seen = found.checkpoint.get("versions_seen", {}) if found is not None else {}
+            known = not checkpointed_per_step(loaded, seen)
+            self._remember_shape(run_id, staged=known)
+        return known
+
+    def _remember_shape(self, run_id: str, *, staged: bool) -> None:
+        with self._shapes_lock:
+            self._shapes[run_id] = staged
+            while len(self._shapes) > SHAPES_KEPT:
+                self._shapes.pop(next(iter(self._shapes)))
 
     # -- start -------------------------------------------------------------------------------
     def open_incident(
@@ -152,6 +180,7 @@ class RunEngine:
         requester: str,
         on_step: StepCallback | None = None,
         run_id: str | None = None,
+        unrecorded: bool = False,
     ) -> RunOutcome:
         """Validate inputs, record the run and drive it until it ends or waits for approval.
 
@@ -159,15 +188,12 @@ class RunEngine:
         claims, so if the process dies a `serve` worker takes it over. `run_id` (a triage work
         row's) makes a start after a crash continue the run it began. Inputs that do not
         validate, or a node the cluster does not know, end the incident `failed` (unless
-        another run is already working on it) and raise."""
-        if run_id is not None and self._run_exists(run_id):
+        another run is already working on it) and raise. `unrecorded`: the caller holds the
+        work row and read that no run `run_id` is recorded (nothing to continue)."""
+        if run_id is not None and not unrecorded and self._run_exists(run_id):
             return self.continue_run(run_id, on_step=on_step)
         try:
-            resolved = resolve_inputs(loaded, inputs)
-            target_name = loaded.runbook.target_input
-            target = str(resolved.get(target_name, "")) if target_name else ""
-            if target_name and loaded.runbook.inputs[target_name].type == "node":
-                self._check_node_exists(target)
+            resolved = self._validated(loaded, inputs)
         except (UserInputError, NotFound) as exc:
             self.work.fail_incident(
                 incident_id, f"Run of '{loaded.name}' could not start: {exc}", only_if_idle=True
@@ -175,9 +201,8 @@ class RunEngine:
             raise
         if run_id is not None:  # a webhook's triage: its work row is claimed already
             with recording(self.db, self.deps.clock) as recorder:
-                self._create_run(recorder, loaded, resolved, incident_id, requester, run_id)
-            state = _initial_state(loaded, run_id, incident_id, resolved | {"requester": requester})
-            return self._drive(loaded, run_id, incident_id, state, on_step)
+                self.record_run(recorder.session, loaded, resolved, incident_id, requester, run_id)
+            return self.drive_recorded(loaded, resolved, incident_id, requester, run_id, on_step)
         run_id = uuid.uuid4().hex
         with recording(self.db, self.deps.clock) as recorder:  # the work and the run, at once
             item = self.work.record_work(
@@ -190,10 +215,61 @@ class RunEngine:
                 claim=True,
             )
             self._create_run(recorder, loaded, resolved, incident_id, requester, run_id)
+        self._remember_shape(run_id, staged=True)
         state = _initial_state(loaded, run_id, incident_id, resolved | {"requester": requester})
         return self.work.perform_claimed(
             item, on_step, run=lambda: self._drive(loaded, run_id, incident_id, state, on_step)
         )
+
+    def _validated(self, loaded: LoadedRunbook, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        """The resolved inputs; UserInputError, or NotFound for a node the cluster does not
+        know."""
+        resolved = resolve_inputs(loaded, inputs)
+        target_name = loaded.runbook.target_input
+        target = str(resolved.get(target_name, "")) if target_name else ""
+        if target_name and loaded.runbook.inputs[target_name].type == "node":
+            self._check_node_exists(target)
+        return dict(resolved)
+
+    def checked_inputs(
+        self, loaded: LoadedRunbook, inputs: Mapping[str, Any]
+    ) -> dict[str, Any] | None:
+        """A triage's resolved inputs, read before its work row is claimed (so the run is
+        recorded in the claim's transaction); None when they do not validate: `start` then
+        says why and fails the incident."""
+        try:
+            return self._validated(loaded, inputs)
+        except (UserInputError, NotFound):
+            return None
+
+    def record_run(
+        self,
+        session: Any,
+        loaded: LoadedRunbook,
+        resolved: Mapping[str, Any],
+        incident_id: int,
+        requester: str,
+        run_id: str,
+    ) -> None:
+        """Record a new run of validated inputs in the caller's transaction."""
+        recorder = Recorder(session, self.deps.clock)
+        self._create_run(recorder, loaded, resolved, incident_id, requester, run_id)
+        recorder.flush()
+        self._remember_shape(run_id, staged=True)  # a new run: no checkpoint to read
+
+    def drive_recorded(
+        self,
+        loaded: LoadedRunbook,
+        resolved: Mapping[str, Any],
+        incident_id: int,
+        requester: str,
+        run_id: str,
+        on_step: StepCallback | None = None,
+    ) -> RunOutcome:
+        """Drive a run `record_run` recorded, from its inputs."""
+        inputs = dict(resolved) | {"requester": requester}
+        state = _initial_state(loaded, run_id, incident_id, inputs)
+        return self._drive(loaded, run_id, incident_id, state, on_step)
 
     def _create_run(
         self,
@@ -293,7 +369,7 @@ class RunEngine:
                 raise NotFound(f"unknown run '{run_id}'")
             status, incident_id, inputs = run.status, run.incident_id, dict(run.inputs)
             loaded = self.catalog.get(run.runbook)
-        app = self._app(loaded)
+        app = self._app(loaded, run_id)
         config = {"configurable": {"thread_id": run_id}}
         snapshot = app.get_state(config)
         steps = dict((snapshot.values or {}).get("steps", {}))
@@ -389,7 +465,7 @@ class RunEngine:
         while True:
             interrupts = self._stream(loaded, run_id, incident_id, graph_input, on_step, seen)
             config = {"configurable": {"thread_id": run_id}}
-            steps = dict(self._app(loaded).get_state(config).values.get("steps", {}))
+            steps = dict(self._app(loaded, run_id).get_state(config).values.get("steps", {}))
             asks = [i for i in interrupts if not _is_timer(i.value)]
             if asks:
                 approval = dict(asks[0].value)
@@ -449,7 +525,7 @@ class RunEngine:
         limits.py) while this worker's lease is kept alive, and the timeline says so. Any other
         error, or the last transient one, fails the run.
         """
-        app = self._app(loaded)
+        app = self._app(loaded, run_id)
         config = {"configurable": {"thread_id": run_id}}
         pending: list[StepDone] = []  # completed in the current super-step, not yet recorded
         first_input, started_at = graph_input, _checkpoint_id(app, config, graph_input)
@@ -537,7 +613,7 @@ class RunEngine:
         config = {"configurable": {"thread_id": run_id}}
         interrupts: list[Interrupt] = []
         with self._flushing(run_id):
-            for mode, chunk in self._app(loaded).stream(
+            for mode, chunk in self._app(loaded, run_id).stream(
                 graph_input,
                 config,
                 context=self.deps,

@@ -32,7 +32,7 @@ from storage import runs as run_store
 from storage import work as work_store
 from storage.db import session_scope
 from storage.errors import StorageError
-from storage.tables import WorkItem
+from storage.tables import RunbookRun, WorkItem
 
 logger = logging.getLogger(__name__)
 
@@ -49,10 +49,35 @@ class RunDriver(Protocol):
         requester: str,
         on_step: StepCallback | None = None,
         run_id: str | None = None,
+        unrecorded: bool = False,
     ) -> RunOutcome: ...
 
     def continue_run(
         self, run_id: str, *, answer: Any = None, on_step: StepCallback | None = None
+    ) -> RunOutcome: ...
+
+    def checked_inputs(
+        self, loaded: LoadedRunbook, inputs: Mapping[str, Any]
+    ) -> dict[str, Any] | None: ...
+
+    def record_run(
+        self,
+        session: Any,
+        loaded: LoadedRunbook,
+        resolved: Mapping[str, Any],
+        incident_id: int,
+        requester: str,
+        run_id: str,
+    ) -> None: ...
+
+    def drive_recorded(
+        self,
+        loaded: LoadedRunbook,
+        resolved: Mapping[str, Any],
+        incident_id: int,
+        requester: str,
+        run_id: str,
+        on_step: StepCallback | None = None,
     ) -> RunOutcome: ...
 
 
@@ -122,29 +147,63 @@ class WorkQueue:
             )
             return [row.id for row in rows if row.id is not None]
 
-    def perform(self, work_id: int, *, on_step: StepCallback | None = None) -> RunOutcome | None:
-        """Claim one work row and do it; None when another worker holds it or it is done."""
+    def perform(
+        self,
+        work_id: int,
+        *,
+        on_step: StepCallback | None = None,
+        expected: Mapping[str, Any] | None = None,
+    ) -> RunOutcome | None:
+        """Claim one work row and do it; None when another worker holds it or it is done.
+
+        `expected`: the payload of a triage this process just recorded. Its inputs are checked
+        first (a cluster read, never under the database's write lock), so its run is recorded
+        in the claim's transaction: one commit fewer on the way to the verdict (issue 21)."""
+        loaded, resolved = None, None
+        if expected is not None:
+            loaded = self.catalog.get(str(expected["runbook"]))
+            resolved = self.driver.checked_inputs(loaded, dict(expected.get("inputs", {})))
+        begun = False
         with session_scope(self.db) as session:
             item = self._claim(session, work_id)
-            moved_on = item is not None and self._moved_on(session, item)
+            triage = item is not None and item.kind == "triage"
+            run = run_store.get_run(session, item.run_id) if triage and item else None
+            moved_on = item is not None and self._moved_on(session, item, run)
+            fresh = triage and run is None and item is not None and item.attempts == 1
+            if fresh and item and item.payload == expected and loaded and resolved is not None:
+                requester = _requester(item.payload)
+                self.driver.record_run(
+                    session, loaded, resolved, item.incident_id, requester, item.run_id
+                )
+                begun = True
         if item is None:
             return None
         if moved_on:  # its run went past triage before the worker died: nothing left to do
             logger.info("triage work %s ends: its run has moved on", item.key)
             self._finish_work(item, error=None)
             return None
-        return self.perform_claimed(item, on_step)
+        if begun and loaded is not None and resolved is not None:
+            requester = _requester(item.payload)
+            return self.perform_claimed(
+                item,
+                on_step,
+                run=lambda: self.driver.drive_recorded(
+                    loaded, resolved, item.incident_id, requester, item.run_id, on_step
+                ),
+            )
+        # a triage whose run is not recorded yet starts it without looking again (held: ours)
+        return self.perform_claimed(
+            item, on_step, run=lambda: self._do(item, on_step, unrecorded=triage and run is None)
+        )
 
     @staticmethod
-    def _moved_on(session: Any, item: WorkItem) -> bool:
-        """Whether triage work's run went past its triage: it asked for approval, waits for a
-        timer, was resumed or ended (its status is no longer `running`, or it has other work).
-        The worker that triaged it died before marking the row done; driving the run again
-        would race the resumption that now owns it (issue 24: a completed run re-run)."""
-        if item.kind != "triage":
-            return False
-        run = run_store.get_run(session, item.run_id)
-        if run is None:
+    def _moved_on(session: Any, item: WorkItem, run: RunbookRun | None) -> bool:
+        """Whether triage work's run (`run`, None when not recorded) went past its triage: it
+        asked for approval, waits for a timer, was resumed or ended (its status is no longer
+        `running`, or it has other work). The worker that triaged it died before marking the
+        row done; driving the run again would race the resumption that now owns it (issue 24:
+        a completed run re-run)."""
+        if item.kind != "triage" or run is None:
             return False
         if run.status != "running":
             return True
@@ -173,12 +232,14 @@ class WorkQueue:
             self._finish_work(item, error=None)
         return outcome
 
-    def _do(self, item: WorkItem, on_step: StepCallback | None) -> RunOutcome:
+    def _do(
+        self, item: WorkItem, on_step: StepCallback | None, *, unrecorded: bool = False
+    ) -> RunOutcome:
         payload = item.payload
         if item.kind == "triage":
             loaded = self.catalog.get(str(payload["runbook"]))
             inputs = dict(payload.get("inputs", {}))
-            requester = str(payload.get("requester", "alertmanager"))
+            requester = _requester(payload)
             return self.driver.start(
                 loaded,
                 inputs=inputs,
@@ -186,6 +247,7 @@ class WorkQueue:
                 requester=requester,
                 on_step=on_step,
                 run_id=item.run_id,
+                unrecorded=unrecorded,
             )
         return self.driver.continue_run(item.run_id, answer=payload.get("answer"), on_step=on_step)
 
@@ -356,3 +418,8 @@ class WorkQueue:
             )
             assert item.id is not None
             return item.id
+
+
+def _requester(payload: Mapping[str, Any]) -> str:
+    """Who asked for a triage (its work row's payload): Alertmanager unless a person did."""
+    return str(payload.get("requester", "alertmanager"))

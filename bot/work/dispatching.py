@@ -89,6 +89,7 @@ class TriageWorkers:
         self._waiting = 0
         self._futures: set[Future[None]] = set()
         self._recorded: dict[int, int] = {}  # incident id -> its triage work row
+        self._payloads: dict[int, Mapping[str, Any]] = {}  # work row -> payload recorded here
         self._queued: set[int] = set()  # work rows queued here, not yet finished
         self._closed = False
 
@@ -117,6 +118,7 @@ class TriageWorkers:
             for work in works:
                 if work["key"] in added:
                     self._recorded[work["incident_id"]] = added[work["key"]]
+                    self._payloads[added[work["key"]]] = work["payload"]
         return recorded + len(added)
 
     def _join_storm(self, session: Any, r: Received) -> int:
@@ -219,24 +221,28 @@ class TriageWorkers:
 
     def _queue_work(self, work_id: int, *, incident_id: int | None) -> bool:
         with self._lock:
+            expected = self._payloads.pop(work_id, None)
             if work_id in self._queued:
                 return False
             self._queued.add(work_id)
-        if self._queue(lambda: self._perform(work_id, incident_id)):
+        if self._queue(lambda: self._perform(work_id, incident_id, expected)):
             return True
         with self._lock:
             self._queued.discard(work_id)
         return False
 
-    def _perform(self, work_id: int, incident_id: int | None) -> None:
-        """Do one work row. `incident_id` is set for a fresh triage (its watcher is told)."""
+    def _perform(
+        self, work_id: int, incident_id: int | None, expected: Mapping[str, Any] | None = None
+    ) -> None:
+        """Do one work row. `incident_id` is set for a fresh triage (its watcher is told);
+        `expected` is the payload of a triage recorded by this process."""
         try:
             watcher = None
             if incident_id is not None and self.hooks is not None:
                 watcher = self.hooks.incident_opened(incident_id)
             try:
                 outcome = self.engine.work.perform(
-                    work_id, on_step=watcher.on_step if watcher else None
+                    work_id, on_step=watcher.on_step if watcher else None, expected=expected
                 )
             except (OncallError, IntegrationError, StorageError):
                 self.counters.triage("failed")  # the engine recorded it on the timeline

@@ -1,0 +1,150 @@
+"""Stages: a super-step's reads and decisions run as one LangGraph node (issue 21).
+
+LangGraph runs the graph in super-steps; a step runs in the super-step after the last of its
+dependencies (its depth in the step graph). Every task of a super-step costs LangGraph its
+own scheduling, config, callbacks and checkpoint write, about half a millisecond of the
+interpreter each: for ecc-storm's 17 reads and decisions that was ~9 ms of every triage, more
+than the reads themselves in-process. So the steps that only read or decide (signal, cluster,
+check, localize) and share a depth run as one node, a *stage*, whose output is theirs merged;
+a proposal, an approval, an action and a verification stay nodes of their own (they interrupt,
+act, or are recorded apart). The schedule is the same: a stage runs in the super-step its
+steps ran in, since each of them waited for its dependencies at lower depths.
+
+Inside a stage, reads run concurrently (a real backend answers in parallel), one in the
+stage's own thread and the rest on a pool that only runs stage members (a member never waits
+on that pool, so stages cannot deadlock it); decisions run in order in the stage's thread.
+A member that raises fails the stage after the others have finished, with the first error in
+step order; the stage's outputs are then not checkpointed and a retry runs it whole (reads are
+idempotent). Runs checkpointed by the graph of one node per step (before stages) resume on
+that graph: `checkpointed_per_step` tells them apart.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from bot.engine.loading import LoadedRunbook
+from bot.engine.schema import Step, StepKind
+from bot.engine.state import Deps, RunState
+from bot.engine.steps.gather import NodeFn
+
+STAGED = frozenset({StepKind.SIGNAL, StepKind.CLUSTER, StepKind.CHECK, StepKind.LOCALIZE})
+"""Kinds that run inside a stage: they read or decide, and are recorded as their super-step
+ends (bot/engine/running.py)."""
+CONCURRENT = frozenset({StepKind.SIGNAL, StepKind.CLUSTER})
+"""Kinds whose members of one stage run concurrently (they wait on a backend)."""
+MEMBER_THREADS = 32
+"""Threads of the pool running stage members: the reads of a few concurrent runs."""
+
+_members = ThreadPoolExecutor(max_workers=MEMBER_THREADS, thread_name_prefix="stage-member")
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One node of the compiled graph: its name and the steps it runs (one, unless staged)."""
+
+    name: str
+    steps: tuple[Step, ...]
+
+
+def depths(loaded: LoadedRunbook) -> dict[str, int]:
+    """Each step's super-step: 1 for a step with no dependency, else 1 + its deepest one's."""
+    depth: dict[str, int] = {}
+    for step in loaded.runbook.steps:  # dependencies come first (checked at load)
+        depth[step.id] = 1 + max((depth[d] for d in loaded.deps[step.id]), default=0)
+    return depth
+
+
+def plan_stages(loaded: LoadedRunbook) -> list[Stage]:
+    """The graph's nodes, by depth then step order: the STAGED steps of each depth as one
+    stage (named `stage-<depth>`, which no step id can be; a lone step keeps its own id),
+    every other step as a node of its own."""
+    depth = depths(loaded)
+    staged: dict[int, list[Step]] = {}
+    for step in loaded.runbook.steps:
+        if step.kind in STAGED:
+            staged.setdefault(depth[step.id], []).append(step)
+    nodes: list[Stage] = []
+    placed: set[int] = set()
+    for step in loaded.runbook.steps:
+        level = depth[step.id]
+        if step.kind not in STAGED:
+            nodes.append(Stage(step.id, (step,)))
+        elif level not in placed:
+            placed.add(level)
+            members = tuple(staged[level])
+            name = members[0].id if len(members) == 1 else f"stage-{level}"
+            nodes.append(Stage(name, members))
+    return sorted(nodes, key=lambda stage: depth[stage.steps[0].id])  # dependencies first
+
+
+def per_step(loaded: LoadedRunbook) -> list[Stage]:
+    """One node per step: the graph runs were checkpointed with before stages."""
+    return [Stage(step.id, (step,)) for step in loaded.runbook.steps]
+
+
+def grouped_step_ids(loaded: LoadedRunbook) -> frozenset[str]:
+    """The steps that run inside a stage of several: no node of the staged graph bears
+    their names."""
+    return frozenset(s.id for stage in plan_stages(loaded) if len(stage.steps) > 1
+                     for s in stage.steps)  # fmt: skip
+
+
+def checkpointed_per_step(loaded: LoadedRunbook, versions_seen: Iterable[str]) -> bool:
+    """Whether a checkpoint (its `versions_seen` node names) was written by the one node per
+    step graph: some node it ran is a step that the staged graph runs inside a stage."""
+    grouped = grouped_step_ids(loaded)
+    return any(name in grouped for name in versions_seen)
+
+
+def make_stage_node(members: Sequence[tuple[Step, NodeFn]]) -> NodeFn:
+    """A node running `members` (steps of one depth) and returning their outputs merged."""
+    if len(members) == 1:
+        return members[0][1]
+    concurrent = [i for i, (step, _fn) in enumerate(members) if step.kind in CONCURRENT]
+    in_order = [i for i, (step, _fn) in enumerate(members) if step.kind not in CONCURRENT]
+    fns = [fn for _step, fn in members]
+
+    def stage_node(state: RunState, runtime: Runtime[Deps]) -> dict[str, Any]:
+        outputs: dict[int, Mapping[str, Any] | BaseException] = {}
+        if concurrent:
+            found = _concurrently([fns[i] for i in concurrent], state, runtime)
+            outputs.update(zip(concurrent, found, strict=True))
+        for i in in_order:
+            outputs[i] = _called(fns[i], state, runtime)
+        steps: dict[str, Any] = {}
+        for i in range(len(fns)):  # step order: the order they are recorded in
+            output = outputs[i]
+            if isinstance(output, BaseException):
+                raise output
+            steps.update(output.get("steps", {}))
+        return {"steps": steps}
+
+    return stage_node
+
+
+def _concurrently(
+    fns: Sequence[NodeFn], state: RunState, runtime: Runtime[Deps]
+) -> list[Mapping[str, Any] | BaseException]:
+    """Each fn's output or error, in order: the first in this thread, the rest on the pool."""
+    futures: list[Future[Mapping[str, Any] | BaseException]] = [
+        _members.submit(contextvars.copy_context().run, _called, fn, state, runtime)
+        for fn in fns[1:]
+    ]
+    first = _called(fns[0], state, runtime)
+    return [first, *(f.result() for f in futures)]
+
+
+def _called(
+    fn: NodeFn, state: RunState, runtime: Runtime[Deps]
+) -> Mapping[str, Any] | BaseException:
+    try:
+        return fn(state, runtime)
+    except Exception as exc:  # noqa: BLE001 (the stage raises it once the others are done)
+        return exc

@@ -1,0 +1,203 @@
+"""Stages (bot/engine/stages.py): a super-step's reads and decisions run as one LangGraph node.
+
+Covers: the plan keeps LangGraph's schedule (every step runs in the super-step of its depth,
+generated step graphs and every shipped runbook); each step is in one node; only reads and
+decisions are grouped; a stage's outputs come back in step order, its reads run concurrently,
+and a member's error fails the stage once the others have finished; a run that waited for its
+approval on the graph of one node per step (before stages) resumes on that graph and runs its
+verification, while a new run goes on the staged one.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bot.config import Settings
+from bot.engine import stages
+from bot.engine.loading import LoadedRunbook
+from bot.engine.schema import StepKind
+from bot.engine.stages import checkpointed_per_step, depths, make_stage_node, plan_stages
+from bot.incidents import lifecycle
+from bot.wiring.runtime import Runtime, open_runtime
+from storage.db import session_scope
+
+NODE = "gpu-node-03"
+KINDS = list(StepKind)
+
+
+@st.composite
+def step_graphs(draw: st.DrawFn) -> Any:
+    """A runbook's steps (id, kind) in dependency order and each one's dependencies."""
+    count = draw(st.integers(min_value=1, max_value=14))
+    steps: list[SimpleNamespace] = []
+    deps: dict[str, frozenset[str]] = {}
+    for index in range(count):
+        step_id = f"s{index}"
+        kind = draw(st.sampled_from(KINDS))
+        earlier = [s.id for s in steps]
+        chosen = draw(st.lists(st.sampled_from(earlier), unique=True)) if earlier else []
+        steps.append(SimpleNamespace(id=step_id, kind=kind))
+        deps[step_id] = frozenset(chosen)
+    return SimpleNamespace(runbook=SimpleNamespace(steps=steps), deps=deps)
+
+
+def super_steps(loaded: Any) -> dict[str, int]:
+    """The super-step each node runs in on the compiled graph (a node waits for all of its
+    dependencies' nodes), by node name."""
+    nodes = plan_stages(loaded)
+    node_of = {step.id: stage.name for stage in nodes for step in stage.steps}
+    ran: dict[str, int] = {}
+    for stage in nodes:  # in step order: a node's dependencies come first
+        before = {node_of[d] for s in stage.steps for d in loaded.deps[s.id]} - {stage.name}
+        ran[stage.name] = 1 + max((ran[n] for n in before), default=0)
+    return ran
+
+
+@settings(max_examples=300, deadline=None)
+@given(step_graphs())
+def test_every_step_runs_in_the_super_step_of_its_depth(loaded: Any) -> None:
+    nodes = plan_stages(loaded)
+    ids = [step.id for stage in nodes for step in stage.steps]
+    assert sorted(ids) == sorted(s.id for s in loaded.runbook.steps)  # each step, once
+    depth, ran = depths(loaded), super_steps(loaded)
+    for stage in nodes:
+        assert {depth[s.id] for s in stage.steps} == {ran[stage.name]}
+        if len(stage.steps) > 1:
+            assert all(s.kind in stages.STAGED for s in stage.steps)
+            assert stage.name == f"stage-{ran[stage.name]}"
+        else:
+            assert stage.name == stage.steps[0].id
+
+
+def test_the_shipped_runbooks_run_their_reads_and_decisions_as_stages(rt: Runtime) -> None:
+    for name in rt.catalog.names():
+        loaded = rt.catalog.get(name)
+        nodes = plan_stages(loaded)
+        assert len(nodes) < len(loaded.runbook.steps), name
+        depth, ran = depths(loaded), super_steps(loaded)
+        assert all(ran[stage.name] == depth[stage.steps[0].id] for stage in nodes), name
+    ecc = {
+        stage.name: [s.id for s in stage.steps]
+        for stage in plan_stages(rt.catalog.get("ecc-storm"))
+    }
+    assert ecc["stage-1"] == ["dbe", "sbe", "remap_failure", "remap_pending", "remapped", "xid",
+                              "kernel", "node_state", "dcgm_up"]  # fmt: skip
+    assert "where" in ecc and "fix" in ecc and "approval" in ecc
+
+
+def member(kind: StepKind, step_id: str, fn: Any) -> tuple[Any, Any]:
+    return SimpleNamespace(id=step_id, kind=kind), fn
+
+
+def test_a_stage_returns_its_outputs_in_step_order_with_its_reads_concurrent() -> None:
+    both_started = threading.Barrier(2, timeout=10)  # deadlocks unless the reads overlap
+
+    def read(step_id: str) -> Any:
+        def fn(_state: Any, _runtime: Any) -> dict[str, Any]:
+            both_started.wait()
+            return {"steps": {step_id: {"kind": "signal"}}}
+
+        return fn
+
+    def decide(step_id: str) -> Any:
+        return lambda _state, _runtime: {"steps": {step_id: {"kind": "check"}}}
+
+    node = make_stage_node([
+        member(StepKind.SIGNAL, "a", read("a")),
+        member(StepKind.CHECK, "b", decide("b")),
+        member(StepKind.CLUSTER, "c", read("c")),
+    ])  # fmt: skip
+    assert list(node({}, None)["steps"]) == ["a", "b", "c"]  # type: ignore[arg-type]
+
+
+def test_a_members_error_fails_the_stage_after_the_others_finished() -> None:
+    finished: list[str] = []
+
+    def fails(_state: Any, _runtime: Any) -> dict[str, Any]:
+        raise ValueError("the first member's error")
+
+    def later(step_id: str) -> Any:
+        def fn(_state: Any, _runtime: Any) -> dict[str, Any]:
+            finished.append(step_id)
+            if step_id == "c":
+                raise KeyError("a later member's error")
+            return {"steps": {step_id: {}}}
+
+        return fn
+
+    node = make_stage_node([
+        member(StepKind.SIGNAL, "a", fails),
+        member(StepKind.SIGNAL, "b", later("b")),
+        member(StepKind.CHECK, "c", later("c")),
+    ])  # fmt: skip
+    with pytest.raises(ValueError, match="the first member's error"):
+        node({}, None)  # type: ignore[arg-type]
+    assert sorted(finished) == ["b", "c"]
+
+
+@pytest.fixture
+def rt(settings: Settings, scenario_dir: Path) -> Any:
+    with open_runtime(
+        settings, scenario_path=scenario_dir / "ecc-dbe-storm.yaml", fresh=True
+    ) as rt:
+        yield rt
+
+
+def open_incident(rt: Runtime) -> int:
+    now = rt.clock.now()
+    with session_scope(rt.db) as session:
+        incident = lifecycle.open_incident(
+            session,
+            runbook="ecc-storm",
+            target=NODE,
+            target_kind="node",
+            severity="critical",
+            title=f"ECC storm on {NODE}",
+            fired_at=now,
+            detected_at=now,
+            actor="alertmanager",
+        )
+        return int(incident.id or 0)
+
+
+def versions_seen(rt: Runtime, run_id: str) -> dict[str, Any]:
+    saved = rt.engine.checkpointer.get_tuple({"configurable": {"thread_id": run_id}})
+    assert saved is not None
+    return dict(saved.checkpoint["versions_seen"])
+
+
+def test_a_run_waiting_on_the_per_step_graph_resumes_on_it_and_verifies(
+    settings: Settings, scenario_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scenario = scenario_dir / "ecc-dbe-storm.yaml"
+    with monkeypatch.context() as before_stages:
+        before_stages.setattr(stages, "STAGED", frozenset())  # every step a node of its own
+        with open_runtime(settings, scenario_path=scenario, fresh=True) as rt:
+            waiting = rt.engine.start(
+                rt.catalog.get("ecc-storm"),
+                inputs={"node": NODE},
+                incident_id=open_incident(rt),
+                requester="alertmanager",
+            )
+    assert waiting.status == "awaiting_approval"
+    with open_runtime(settings, scenario_path=scenario) as rt:  # the upgraded process
+        loaded: LoadedRunbook = rt.catalog.get("ecc-storm")
+        assert checkpointed_per_step(loaded, versions_seen(rt, waiting.run_id))
+        # `confirm` waits for `dbe` and `execute`: on the staged graph `dbe` is in stage-1,
+        # a node this run never ran, so only the graph it began on can reach the verification
+        done = rt.engine.resume(waiting.run_id, decision="approve", actor="cli:alice")
+        assert done.status == "completed"
+        assert done.steps["confirm"]["kind"] == "verify"
+        assert done.steps["confirm"]["status"] in {"passed", "failed"}
+        fresh = rt.engine.start(
+            loaded, inputs={"node": NODE}, incident_id=open_incident(rt), requester="cli:alice"
+        )
+        seen = versions_seen(rt, fresh.run_id)
+        assert "stage-1" in seen and not checkpointed_per_step(loaded, seen)
