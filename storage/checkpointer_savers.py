@@ -62,9 +62,10 @@ class _Held:
 class BufferedWrites(BaseCheckpointSaver[Any]):
     """Task writes held per thread until that thread's next checkpoint, read or flush.
 
-    A run's input checkpoint (`source: input`: the inputs, before any task ran) is held the same
-    way and committed with the checkpoint of its first super-step: a crash before that one
-    leaves no checkpoint, and the run starts again from its inputs (its work row has them).
+    A run's input checkpoint (`source: input`: the inputs, before any task ran), and the one
+    after LangGraph applied them (`loop`, step 0), are held the same way and committed with the
+    checkpoint of its first super-step: a crash before that one leaves no checkpoint, and the
+    run starts again from its inputs (its work row has them).
 
     Put first in the bases (`class S(BufferedWrites, SqliteSaver)`): `super()` is the saver that
     writes; the subclass says how one transaction spans several of its calls (`_transaction`).
@@ -115,7 +116,7 @@ class BufferedWrites(BaseCheckpointSaver[Any]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         configurable = config["configurable"]
-        if metadata.get("source") == "input":
+        if _before_any_step(metadata):
             self._hold(
                 _Held(config, checkpoint=checkpoint, metadata=metadata, new_versions=new_versions)
             )
@@ -157,6 +158,14 @@ class BufferedWrites(BaseCheckpointSaver[Any]):
     def delete_thread(self, thread_id: str) -> None:
         self._take(str(thread_id))
         super().delete_thread(thread_id)
+
+
+def _before_any_step(metadata: CheckpointMetadata) -> bool:
+    """A run's input checkpoint (step -1) or the one with its inputs applied (step 0): no
+    step has run yet, so either can be held with the first super-step's checkpoint (a crash
+    before that one starts the run again from its inputs, as one before its input would)."""
+    source, step = metadata.get("source"), metadata.get("step")
+    return source == "input" or (source == "loop" and step == 0)
 
 
 def flush_writes(saver: BaseCheckpointSaver[Any], thread_id: str) -> None:

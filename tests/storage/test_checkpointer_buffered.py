@@ -2,8 +2,8 @@
 checkpoint (storage/checkpointer_savers.py): what another process sees, and when.
 
 Covers, on the SQLite file saver and on PostgreSQL, with a second saver on the same database
-standing for another process: task writes and an input checkpoint are not on disk until the
-thread's next checkpoint, which brings them in the same commit; a read of the thread in the
+standing for another process: task writes, an input checkpoint and the one with the inputs
+applied (step 0) are not on disk until the thread's next checkpoint, which brings them in the same commit; a read of the thread in the
 holding saver (`get_tuple`, `list`), `flush` and `close` put them on disk too; a held write is
 kept per thread (one thread's checkpoint does not carry another's); `delete_thread` drops them.
 """
@@ -80,7 +80,10 @@ def test_task_writes_and_the_input_checkpoint_reach_disk_with_the_next_checkpoin
     holding.put_writes(config("run-1", first), [("a", 1)], "task-a")
     holding.put_writes(config("run-1", first), [("b", 2)], "task-b")
     assert other.get_tuple(config("run-1")) is None  # the input checkpoint is held too
-    second = put(holding, "run-1", first, "loop", 0)
+    applied = put(holding, "run-1", first, "loop", 0)
+    assert other.get_tuple(config("run-1")) is None  # and the one with its inputs applied
+    second = put(holding, "run-1", applied, "loop", 1)
+    assert other.get_tuple(config("run-1", applied)) is not None  # all in one commit
     latest = other.get_tuple(config("run-1"))
     assert latest is not None and latest.config["configurable"]["checkpoint_id"] == second
     assert writes_seen(other, "run-1", first) == [1, 2]
