@@ -8,7 +8,6 @@ node with several dependencies waits for all of them (a join edge).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
@@ -86,12 +85,3 @@ def render_mermaid(loaded: LoadedRunbook) -> str:
     lines.append("  finish([end])")
     lines.extend(f"  {sid} --> finish" for sid in sorted(ends))
     return "\n".join(lines) + "\n"
-
-
-def graph_stats(loaded: LoadedRunbook) -> dict[str, Any]:
-    """How many steps start concurrently, and the longest dependency chain."""
-    depth: dict[str, int] = {}
-    for step in loaded.runbook.steps:
-        depth[step.id] = 1 + max((depth.get(d, 0) for d in loaded.deps[step.id]), default=0)
-    roots = [s.id for s in loaded.runbook.steps if not loaded.deps[s.id]]
-    return {"steps": len(depth), "concurrent_roots": len(roots), "depth": max(depth.values())}
