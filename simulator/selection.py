@@ -38,7 +38,7 @@ _AGG: dict[str, Callable[[list[float]], float]] = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Labels:
     """Where a source keeps its host and its workload."""
 
@@ -64,6 +64,7 @@ class Selection:
         self._labels = labels
         self._joins = joins
         self._fn = "rate" if spec.fn == "quantile" else spec.fn
+        self._identity = spec.identity_labels
         self._nodes = set(query.nodes) if query.nodes else None
         self._by_workload = spec.selects_by_workload and query.workload is not None
         self._window = query.window.total_seconds()
@@ -109,10 +110,16 @@ class Selection:
             )
         return selection
 
+    def at_one(self, time: float) -> dict[Group, float | None]:
+        """Each sample identity's value at `time` (fleet seconds), before `scale` (None: no
+        sample), in the order the tracks find them (an instant read's samples)."""
+        self._grids = [SampleGrid.over(start=time - self._window, end=time)]
+        self._columns, self._lines = {}, {}
+        return self._one_time(0, self._grids[0])
+
     def at(self, times: Sequence[float]) -> Values:
         """Each sample identity's value at each of `times` (fleet seconds), before `scale`
-        (None: no sample then). At one time, identities come in the order the tracks find
-        them (an instant read's samples); at several, in no particular order."""
+        (None: no sample then), in no particular order."""
         self._grids = [SampleGrid.over(start=t - self._window, end=t) for t in times]
         self._columns, self._lines = {}, {}
         if len(times) == 1 or self._spec.joins or self._spec.fn == "quantile":
@@ -130,7 +137,7 @@ class Selection:
         return not self._by_workload or labels.get(self._labels.workload) == self._query.workload
 
     def _group(self, node: str, labels: Mapping[str, str]) -> Group:
-        return node, tuple([(k, labels[k]) for k in self._spec.identity_labels if k in labels])
+        return node, tuple([(k, labels[k]) for k in self._identity if k in labels])
 
     def _static(self) -> Values:
         """Labels fixed in time, several times: each identity's tracks are known once, so each
@@ -189,7 +196,12 @@ class Selection:
                 if joined is None or not self._kept(joined, track):
                     continue
                 labels = joined
-            one = self._once(track, grid, once) if single_time else self._shared(i, shared)[at]
+            if not single_time:
+                one = self._shared(i, shared)[at]
+            elif track.effects:
+                one = self._once(track, grid, once)
+            else:  # the healthy majority, without a call more
+                one = evaluate(track, self._fn, grid=grid)
             if one is None:
                 continue
             value, last = one

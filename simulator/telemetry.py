@@ -57,10 +57,10 @@ class SimTelemetry:
         with self._lock:
             self.queries += 1
         wanted = self._nodes(spec, query)
-        found = self._select(spec, query, wanted).at([self.fleet.offset(self.fleet.now())])
+        found = self._select(spec, query, wanted).at_one(self.fleet.offset(self.fleet.now()))
         samples = [
             Sample(node=node, value=value * spec.scale, labels=dict(labels))
-            for (node, labels), (value,) in found.items()
+            for (node, labels), value in found.items()
             if value is not None
         ]
         seen = {s.node for s in samples}
