@@ -29,7 +29,8 @@ Column = list[tuple[float, float] | None]
 """A track's `evaluate` result at each time of a read."""
 Values = dict[Group, list[float | None]]
 """Each sample identity's value at each time of a read (None: no sample then)."""
-_AGG: dict[str, Callable[[list[float]], float]] = {
+AGGREGATE: dict[str, Callable[[list[float]], float]] = {
+    # how samples that share an identity combine (`agg by (...)`)
     "max": max,
     "min": min,
     "sum": math.fsum,
@@ -147,7 +148,7 @@ class Selection:
         for i, track in enumerate(self._tracks):
             group = self._group(track.node, track.labels)
             by_group.setdefault(group, []).append(self._shared(i, shared))
-        combine, single = _AGG[self._spec.agg], self._spec.agg != "count"
+        combine, single = AGGREGATE[self._spec.agg], self._spec.agg != "count"
         out: Values = {}
         alone: dict[int, list[float | None]] = {}  # a column shared by tracks: its values once
         for group, columns in by_group.items():
@@ -192,7 +193,7 @@ class Selection:
         for i, track in enumerate(self._tracks):
             labels = track.labels
             if indexes:
-                joined = _joined(labels, joins=spec.joins, indexes=indexes)
+                joined = join_labels(labels, joins=spec.joins, indexes=indexes)
                 if joined is None or not self._kept(joined, track):
                     continue
                 labels = joined
@@ -221,7 +222,7 @@ class Selection:
         if quantile:
             q = spec.quantile or 0.5
             return {key: histogram_quantile(q, per_le) for key, per_le in buckets.items()}
-        combine, single = _AGG[spec.agg], spec.agg != "count"
+        combine, single = AGGREGATE[spec.agg], spec.agg != "count"
         return {
             key: found[0] if single and len(found) == 1 else combine(found)
             for key, found in values.items()
@@ -313,12 +314,14 @@ def _index(
     return index
 
 
-def _joined(
+def join_labels(
     labels: dict[str, str],
     *,
     joins: tuple[LabelJoin, ...],
     indexes: list[dict[tuple[str, ...], dict[str, str]]],
 ) -> dict[str, str] | None:
+    """`labels` with each join's labels from its index, or None where a join has no partner
+    (PromQL's `* on(...) group_left(...)` drops the series)."""
     out = dict(labels)
     for join, index in zip(joins, indexes, strict=True):
         extra = index.get(_key(labels, join))

@@ -8,12 +8,13 @@ nodes, a workload, both or neither; windows, ranges and steps):
   previous implementation, kept here, which selected, filtered and evaluated every track anew
   at each point (same series, labels, values to the bit, absence where there was absence);
 - `read` gives exactly the reference's samples, in its order, and the same missing nodes.
+The reference shares with selection.py only what this change did not touch: how samples combine
+(`AGGREGATE`), a join's labels (`join_labels`) and `histogram_quantile`.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from functools import cache
 from pathlib import Path
@@ -33,18 +34,11 @@ from integrations.telemetry import SignalQuery
 from runbooks import SIGNALS_FILE
 from simulator import SCENARIO_DIR, Fleet, SimTelemetry
 from simulator.scenarios import Scenario, load_scenario
-from simulator.selection import histogram_quantile
+from simulator.selection import AGGREGATE, histogram_quantile, join_labels
 from simulator.tracks import Computed, Effect, SampleGrid, Track, evaluate
 
 T0 = datetime(2026, 11, 27, 3, 0, tzinfo=UTC)
 Group = tuple[str, tuple[tuple[str, str], ...]]
-_AGG: dict[str, Callable[[list[float]], float]] = {
-    "max": max,
-    "min": min,
-    "sum": math.fsum,
-    "avg": lambda values: math.fsum(values) / len(values),
-    "count": lambda values: float(len(values)),
-}
 
 
 @cache
@@ -106,7 +100,7 @@ def reference_at(
         if match and any(labels.get(k) != v for k, v in match):
             continue
         if joins:
-            joined = _joined(labels, joins=spec.joins, indexes=joins)
+            joined = join_labels(labels, joins=spec.joins, indexes=joins)
             if joined is None:
                 continue
             labels = joined
@@ -131,7 +125,7 @@ def reference_at(
     if quantile:
         q = spec.quantile or 0.5
         return {key: histogram_quantile(q, per_le) for key, per_le in buckets.items()}
-    combine = _AGG[spec.agg]
+    combine = AGGREGATE[spec.agg]
     single = spec.agg != "count"
     return {
         key: found[0] if single and len(found) == 1 else combine(found)
@@ -149,21 +143,6 @@ def _join_index(
         key = tuple(track.labels.get(k, "") for k in join.keys)
         index[key] = {k: track.labels[k] for k in join.labels if k in track.labels}
     return index
-
-
-def _joined(
-    labels: dict[str, str],
-    *,
-    joins: tuple[LabelJoin, ...],
-    indexes: list[dict[tuple[str, ...], dict[str, str]]],
-) -> dict[str, str] | None:
-    out = dict(labels)
-    for join, index in zip(joins, indexes, strict=True):
-        extra = index.get(tuple(labels.get(k, "") for k in join.keys))
-        if extra is None:
-            return None
-        out.update(extra)
-    return out
 
 
 def _evaluate(
