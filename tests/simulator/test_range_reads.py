@@ -7,7 +7,9 @@ nodes, a workload, both or neither; windows, ranges and steps):
 - `read_range` gives, at every step, exactly what the reference gives at that time: the
   previous implementation, kept here, which selected, filtered and evaluated every track anew
   at each point (same series, labels, values to the bit, absence where there was absence);
-- `read` gives exactly the reference's samples, in its order, and the same missing nodes.
+- `read` gives exactly the reference's samples, in its order, and the same missing nodes;
+- the pod series of named nodes or of a workload (read from an index) are those a scan of
+  every pod finds, in the same order.
 The reference shares with selection.py only what this change did not touch: how samples combine
 (`AGGREGATE`), a join's labels (`join_labels`) and `histogram_quantile`.
 """
@@ -33,6 +35,7 @@ from integrations.signals import (
 from integrations.telemetry import SignalQuery
 from runbooks import SIGNALS_FILE
 from simulator import SCENARIO_DIR, Fleet, SimTelemetry
+from simulator.pod_metrics import pod_tracks
 from simulator.scenarios import Scenario, load_scenario
 from simulator.selection import AGGREGATE, histogram_quantile, join_labels
 from simulator.tracks import Computed, Effect, SampleGrid, Track, evaluate
@@ -286,3 +289,23 @@ def test_an_instant_read_is_the_per_point_definition(case: dict[str, Any]) -> No
     assert repr([(s.node, s.labels, s.value) for s in result.samples]) == repr(expected)
     seen = {node for node, _labels, _value in expected}
     assert result.missing_nodes == tuple(n for n in wanted or [] if n not in seen)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases(), st.sampled_from(["kube_pod_info", "kube_pod_status_phase"]), st.booleans())
+def test_pod_series_of_named_nodes_are_those_of_a_scan_of_every_pod(
+    case: dict[str, Any], metric: str, by_nodes: bool
+) -> None:
+    telemetry, query, _clock = build(case)
+    fleet = telemetry.fleet
+    nodes = query.nodes if by_nodes else None
+    scan = [
+        p
+        for p in fleet.pods.values()
+        if (nodes is None or p.node in nodes)
+        and (query.workload is None or (p.workload == query.workload and not p.daemonset))
+    ]
+    found = fleet.tracks(metric, nodes, workload=query.workload)
+    assert [(t.entity, t.labels) for t in found] == [
+        (t.entity, t.labels) for t in pod_tracks(metric, scan)
+    ]
