@@ -65,6 +65,7 @@ class SeriesSource:
         self._pods = pods
         self._views: dict[str, NodeView] = {}
         self._built: dict[tuple[str, str], _Built] = {}
+        self._pods_seen: tuple[int, _PodIndex] = (-1, ([], {}, {}))
 
     def metric_names(self) -> list[str]:
         return [name for name in METRICS if self.metric(name) is not None]
@@ -90,20 +91,49 @@ class SeriesSource:
         if definition is None:
             return
         if definition.pod_level:
-            wanted = None if nodes is None else set(nodes)
-            pods = [
-                p
-                for p in self._pods.values()
-                if (wanted is None or p.node in wanted)
-                and (workload is None or (p.workload == workload and not p.daemonset))
-            ]
-            yield from pod_tracks(metric, pods)
+            yield from pod_tracks(metric, self._pods_of(nodes, workload))
             return
         if nodes is None and workload is not None and definition.family in _WORKLOAD_FAMILIES:
             nodes = self._workloads.hosts(workload)  # an index, as Prometheus' on `job`
         for node in self._nodes if nodes is None else nodes:
             if node in self._nodes:
                 yield from self._node_tracks(definition, node)
+
+    def _pods_of(self, nodes: Iterable[str] | None, workload: str | None) -> list[SimPod]:
+        """The pods on `nodes` now (any node when None) of `workload` (any when None; its
+        DaemonSet pods never), in the fleet's order. From an index by the node each pod was
+        first placed on and by workload: a pod leaves its node only for none, never for
+        another (as `Fleet.pods_on` relies on), so a query that names nodes reads their pods
+        only, not the fleet's."""
+        wanted = None if nodes is None else set(nodes)
+        if wanted is None and workload is None:
+            return list(self._pods.values())
+        pods, homes, of_workload = self._pod_index()
+        if wanted is not None:
+            places = sorted(i for node in wanted for i in homes.get(node, ()))
+            if workload is not None:
+                places = [i for i in places if i in of_workload.get(workload, {})]
+        else:
+            places = list(of_workload.get(workload or "", {}))
+        return [
+            p
+            for p in (pods[i] for i in places)
+            if (wanted is None or p.node in wanted)
+            and (workload is None or (p.workload == workload and not p.daemonset))
+        ]
+
+    def _pod_index(self) -> _PodIndex:
+        """(pods in the fleet's order, their places by first node, by workload), rebuilt when
+        a pod is added (pods are never removed)."""
+        if self._pods_seen[0] != len(self._pods):
+            pods = list(self._pods.values())
+            homes: dict[str, list[int]] = {}
+            of_workload: dict[str, dict[int, None]] = {}
+            for i, pod in enumerate(pods):
+                homes.setdefault(pod.home or "", []).append(i)
+                of_workload.setdefault(pod.workload or "", {})[i] = None
+            self._pods_seen = (len(pods), (pods, homes, of_workload))
+        return self._pods_seen[1]
 
     def series(self, metric: str, t: float) -> list[Series]:
         out: list[Series] = []
@@ -271,6 +301,8 @@ class SeriesSource:
         )
 
 
+_PodIndex = tuple[list[SimPod], dict[str, list[int]], dict[str, dict[int, None]]]
+"""Pods in the fleet's order, their places by the node first placed on and by workload."""
 #: Metrics whose seeds read live state (node state, workloads) when built: never cached.
 _LIVE_METRICS = STATEFUL_METRICS | frozenset(OVERLAYS) | frozenset(WORKLOAD_METRICS)
 _WORKLOAD_FAMILIES = frozenset({"job", "vllm"})

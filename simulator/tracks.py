@@ -223,43 +223,67 @@ class Track:
         return {**self.labels, **self.value_labels(value)}
 
 
-@dataclass(frozen=True)
 class SampleGrid:
-    """Sample times for a range `[start, end]`: `end`, `end − step`, ... and `start` itself."""
+    """Sample times for a range `[start, end]`: `end`, `end − step`, ... and `start` itself.
+    The times are laid out when first asked for (a healthy track's closed form never does)."""
 
-    start: float
-    end: float
-    points: tuple[float, ...]
-    mean: float
-    """Mean of the sample times (avg_over_time of a linear track is its value there)."""
+    __slots__ = ("_mean", "_points", "end", "start", "step")
+
+    def __init__(self, *, start: float, end: float, step: float = SCRAPE_INTERVAL_S) -> None:
+        self.start = start
+        self.end = end
+        self.step = step
+        self._points: tuple[float, ...] | None = None
+        self._mean: float | None = None
 
     @classmethod
     def over(cls, *, start: float, end: float, step: float = SCRAPE_INTERVAL_S) -> SampleGrid:
-        count = int((end - start) // step)
-        points = [end - k * step for k in range(count, -1, -1)]
-        if points[0] > start:
-            points.insert(0, start)
-        return cls(start=start, end=end, points=tuple(points), mean=sum(points) / len(points))
+        return cls(start=start, end=end, step=step)
+
+    @property
+    def points(self) -> tuple[float, ...]:
+        if self._points is None:
+            start, end, step = self.start, self.end, self.step
+            points = [end - k * step for k in range(int((end - start) // step), -1, -1)]
+            if points[0] > start:
+                points.insert(0, start)
+            self._points = tuple(points)
+        return self._points
+
+    @property
+    def mean(self) -> float:
+        """Mean of the sample times (avg_over_time of a linear track is its value there)."""
+        if self._mean is None:
+            self._mean = sum(self.points) / len(self.points)
+        return self._mean
 
     @property
     def seconds(self) -> float:
         return self.end - self.start
 
 
-def evaluate(track: Track, fn: str, *, grid: SampleGrid) -> tuple[float, float] | None:
+def evaluate(
+    track: Track,
+    fn: str,
+    *,
+    grid: SampleGrid,
+    value: Callable[[float], float | None] | None = None,
+) -> tuple[float, float] | None:
     """Apply a range function to a track. Returns (result, last value seen) or None if absent.
 
     `rate` and `increase` follow counter semantics (a drop is a reset); `changes`, `*_over_time`
-    use the samples on the grid; `last` is the value at the end of the range.
+    use the samples on the grid; `last` is the value at the end of the range. `value` reads the
+    track at a time (default `track.value`): a memo of it lets many grids share their samples.
     """
     if not track.effects:
         return _evaluate_linear(track, fn, grid=grid)
+    read = track.value if value is None else value
     if fn in ("rate", "increase") and _is_monotonic(track.effects):
-        return _evaluate_counter(track, fn, grid=grid)
+        return _evaluate_counter(track, fn, grid=grid, read=read)
     if fn == "last":
-        value = track.value(grid.end)
-        return None if value is None else (value, value)
-    present = [v for v in (track.value(p) for p in grid.points) if v is not None]
+        last = read(grid.end)
+        return None if last is None else (last, last)
+    present = [v for v in map(read, grid.points) if v is not None]
     if not present:
         return None
     return _reduce(fn, present, seconds=grid.seconds)
@@ -272,14 +296,16 @@ def _is_monotonic(effects: tuple[Effect, ...]) -> bool:
     )
 
 
-def _evaluate_counter(track: Track, fn: str, *, grid: SampleGrid) -> tuple[float, float] | None:
+def _evaluate_counter(
+    track: Track, fn: str, *, grid: SampleGrid, read: Callable[[float], float | None]
+) -> tuple[float, float] | None:
     """rate/increase of a monotonic counter: the same result as sampling every grid point,
     from the first and last points where the series is present."""
     gaps = [e for e in track.effects if e.removes]
     present = [p for p in grid.points if all(g.apply(0.0, p) is not None for g in gaps)]
     if len(present) < 2:
         return None
-    first, last = track.value(present[0]), track.value(present[-1])
+    first, last = read(present[0]), read(present[-1])
     if first is None or last is None:
         return None
     increase = last - first
@@ -308,21 +334,37 @@ def _reduce(fn: str, values: list[float], *, seconds: float) -> tuple[float, flo
 
 def _evaluate_linear(track: Track, fn: str, *, grid: SampleGrid) -> tuple[float, float]:
     """Closed forms for a track with no effects (the healthy majority)."""
-    slope = track.slope
-    last = track.base + slope * grid.end
-    first = track.base + slope * grid.start
+    if fn == "rate":  # the common case, without a list
+        return track.slope, track.base + track.slope * grid.end
+    return evaluate_linear(track, fn, grids=(grid,))[0]
+
+
+def evaluate_linear(
+    track: Track, fn: str, *, grids: Sequence[SampleGrid]
+) -> list[tuple[float, float]]:
+    """`evaluate` of a track with no effects over each of `grids`, in closed form (one pass
+    per track, not one call per grid: a range read's points)."""
+    base, slope = track.base, track.slope
     if fn == "last":
-        return last, last
+        return [(last, last) for last in [base + slope * g.end for g in grids]]
     if fn == "max_over_time":
-        return max(first, last), last
+        return [
+            (max(base + slope * g.start, last), last)
+            for g, last in [(g, base + slope * g.end) for g in grids]
+        ]
     if fn == "min_over_time":
-        return min(first, last), last
+        return [
+            (min(base + slope * g.start, last), last)
+            for g, last in [(g, base + slope * g.end) for g in grids]
+        ]
     if fn == "avg_over_time":
-        return track.base + slope * grid.mean, last
+        return [(base + slope * g.mean, base + slope * g.end) for g in grids]
     if fn == "changes":
-        return (0.0 if slope == 0 else float(len(grid.points) - 1)), last
+        return [
+            (0.0 if slope == 0 else float(len(g.points) - 1), base + slope * g.end) for g in grids
+        ]
     if fn == "increase":
-        return slope * grid.seconds, last
+        return [(slope * g.seconds, base + slope * g.end) for g in grids]
     if fn == "rate":
-        return slope, last
+        return [(slope, base + slope * g.end) for g in grids]
     raise ValueError(f"unknown range function '{fn}'")
