@@ -152,7 +152,9 @@ def incident_of_fingerprint(session: Session, fingerprint: str) -> int | None:
 def incident_of_alert(session: Session, fingerprint: str) -> Incident | None:
     """The incident `incident_of_fingerprint` names, loaded in the same query (a resolved
     webhook's one read of the incident it ends)."""
-    return session.exec(_incident_of_alert(), params={"fingerprint": fingerprint}).first()
+    statement = _incident_of_alert()
+    found: Incident | None = session.exec(statement, params={"fingerprint": fingerprint}).first()
+    return found
 
 
 @cache
@@ -292,7 +294,6 @@ def _insert_new(
     """Insert alerts in one statement; the identities the database took -> their row ids."""
     if not alerts:
         return {}
-    table: Any = ReceivedAlert.__table__  # type: ignore[attr-defined]
     rows = [
         {
             "fingerprint": a.fingerprint,
@@ -306,14 +307,20 @@ def _insert_new(
         }
         for a in alerts
     ]
-    insert = sqlite.insert if dialect == "sqlite" else postgresql.insert
-    statement = (
-        insert(table)
-        .on_conflict_do_nothing()
-        .returning(table.c.id, table.c.fingerprint, table.c.status, table.c.starts_at)
-    )
-    result = session.connection().execute(statement, rows)
+    result = session.connection().execute(_insert_statement(dialect), rows)
     return {(fp, st, at): int(i) for i, fp, st, at in result}
+
+
+@cache
+def _insert_statement(dialect: str) -> Any:
+    """`INSERT ... ON CONFLICT DO NOTHING RETURNING` the identity (built once per dialect)."""
+    insert = sqlite.insert if dialect == "sqlite" else postgresql.insert
+    c = _ALERTS.c
+    return (
+        insert(_ALERTS)
+        .on_conflict_do_nothing()
+        .returning(c.id, c.fingerprint, c.status, c.starts_at)
+    )
 
 
 LOOKUP_CHUNK = 1000
@@ -396,11 +403,13 @@ def link_alerts(session: Session, links: Sequence[tuple[int, int, str | None]]) 
     """Link stored alerts to incidents in one statement: (alert id, incident id, runbook)."""
     if not links:
         return
-    table: Any = ReceivedAlert.__table__  # type: ignore[attr-defined]
-    statement = (
-        update(table)
-        .where(table.c.id == bindparam("alert_id"))
-        .values(incident_id=bindparam("incident"), runbook=bindparam("book"))
-    )
     rows = [{"alert_id": a, "incident": i, "book": r} for a, i, r in links]
-    session.connection().execute(statement, rows)
+    session.connection().execute(_LINK, rows)
+
+
+_LINK = (
+    update(_ALERTS)
+    .where(_ALERTS.c.id == bindparam("alert_id"))
+    .values(incident_id=bindparam("incident"), runbook=bindparam("book"))
+)
+"""`link_alerts`' statement (built once)."""

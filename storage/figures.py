@@ -141,7 +141,7 @@ def incident_columns(
 def _by_ids(lock: bool) -> Any:
     """`incident_columns`' query, built once: a transaction that changes an incident runs it
     twice (its row before, at the first flush, and after, at commit)."""
-    ids = bindparam("ids", expanding=True)
+    ids: Any = bindparam("ids", expanding=True)
     statement = _columns_query().where(_INCIDENTS.c.id.in_(ids)).order_by(_INCIDENTS.c.id)
     return statement.with_for_update() if lock else statement
 
