@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from common import FAULTY, ecc_fleet, machine, node
+from common import FAULTY, ecc_fleet, machine, node, wait_serving
 from servers.prometheus import free_port
 
 KINDS = ("firing", "resolved")
@@ -138,22 +138,11 @@ def bot(tree: Path | None, nodes: int, spacing: float) -> Iterator[tuple[str, in
     child = subprocess.Popen(command, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while not _healthy(url):
-            if time.monotonic() > deadline or child.poll() is not None:
-                raise RuntimeError(f"the bot of {tree or 'this tree'} did not start")
-            time.sleep(0.2)
+        wait_serving(url, child, what=f"the bot of {tree or 'this tree'}", seconds=120)
         yield url, child.pid
     finally:
         child.terminate()
         child.wait(timeout=60)
-
-
-def _healthy(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/healthz", timeout=2).status_code == 200
-    except httpx.TransportError:
-        return False
 
 
 def measure(tree: Path | None, args: argparse.Namespace) -> dict[str, Any]:
