@@ -1,9 +1,10 @@
 """A single alert's intake: the bot's CPU per firing and per resolved one-alert webhook, and the
 p50 latency of the 200, for this tree and another (`--before`), interleaved in one run.
 
-Each round starts one bot per tree (a child process over a fresh SQLite database and the
-benchmark fleet, `--nodes` nodes) and POSTs `--cycles` times one `GPUEccStorm` alert firing
-for the faulty node, then the same alert resolved (triage_latency.py's webhooks). The triage
+Each round starts one bot per tree together (child processes, each over a fresh SQLite database
+and the benchmark fleet, `--nodes` nodes) and POSTs `--cycles` times one `GPUEccStorm` alert
+firing for the faulty node, then the same alert resolved (triage_latency.py's webhooks), to
+each bot in turn: the trees share the machine's load webhook by webhook. The triage
 runs the firing webhooks record are counted, not executed, so the figures are intake alone:
 parse, screen, store, group or open, record the triage work, commit, answer (and, for the
 resolved one, resolve the incident). Between webhooks the bot's clock moves `--spacing`
@@ -33,7 +34,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -145,38 +147,62 @@ def bot(tree: Path | None, nodes: int, spacing: float) -> Iterator[tuple[str, in
         child.wait(timeout=60)
 
 
-def measure(tree: Path | None, args: argparse.Namespace) -> dict[str, Any]:
-    """One bot of `tree` (None: this one), `args.cycles` firing+resolved pairs."""
-    process: dict[str, list[float]] = {kind: [] for kind in KINDS}
-    latency: dict[str, list[float]] = {kind: [] for kind in KINDS}
-    codes: set[int] = set()
-    with bot(tree, args.nodes, args.spacing) as (url, pid), httpx.Client(base_url=url) as http:
+@dataclass
+class Bot:
+    """One bot under measurement and what the sender saw of it."""
+
+    name: str
+    url: str
+    pid: int
+    http: httpx.Client
+    process: dict[str, list[float]] = field(default_factory=lambda: {k: [] for k in KINDS})
+    latency: dict[str, list[float]] = field(default_factory=lambda: {k: [] for k in KINDS})
+    codes: set[int] = field(default_factory=set)
+
+    def post(self, kind: str, body: bytes, *, settle: float) -> None:
+        cpu = process_cpu_ns(self.pid)
+        sent = time.perf_counter()
+        reply = self.http.post("/alerts", content=body, headers=_JSON)
+        self.latency[kind].append((time.perf_counter() - sent) * 1000)
+        self.codes.add(reply.status_code)
+        time.sleep(settle / 1000)  # what the webhook queued runs, and is counted
+        self.process[kind].append((process_cpu_ns(self.pid) - cpu) / 1e6)
+
+    def figures(self, skip: int) -> dict[str, Any]:
+        if self.codes != {200}:
+            raise RuntimeError(f"{self.name}: answers other than 200: {sorted(self.codes)}")
+        handler = self.http.get("/bench/cpu").json()
+        return {
+            kind: {
+                "handler_cpu_ms": _median(handler[kind][skip:]),
+                "process_cpu_ms": _median(self.process[kind][skip:]),
+                "latency_p50_ms": _median(self.latency[kind][skip:]),
+            }
+            for kind in KINDS
+        }
+
+
+_JSON = {"content-type": "application/json"}
+
+
+def measure(trees: list[tuple[str, Path | None]], args: argparse.Namespace) -> list[Any]:
+    """One bot per tree, all started together; each cycle goes to every bot in turn (the
+    first one alternating), so the trees share the machine's load webhook by webhook."""
+    with ExitStack() as stack:
+        bots = []
+        for name, tree in trees:
+            url, pid = stack.enter_context(bot(tree, args.nodes, args.spacing))
+            http = stack.enter_context(httpx.Client(base_url=url))
+            bots.append(Bot(name, url, pid, http))
         origin = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=10)
-        headers = {"content-type": "application/json"}
         for cycle in range(args.cycles):
             starts = origin + timedelta(seconds=cycle)
-            for kind in KINDS:
-                ends = starts + timedelta(seconds=30) if kind == "resolved" else None
-                body = webhook(kind, starts=starts, ends=ends, nodes=args.nodes)
-                cpu = process_cpu_ns(pid)
-                sent = time.perf_counter()
-                reply = http.post("/alerts", content=body, headers=headers)
-                latency[kind].append((time.perf_counter() - sent) * 1000)
-                codes.add(reply.status_code)
-                time.sleep(args.settle / 1000)  # what the webhook queued runs, and is counted
-                process[kind].append((process_cpu_ns(pid) - cpu) / 1e6)
-        handler = http.get("/bench/cpu").json()
-    if codes != {200}:
-        raise RuntimeError(f"answers other than 200: {sorted(codes)}")
-    skip = args.warmup
-    return {
-        kind: {
-            "handler_cpu_ms": _median(handler[kind][skip:]),
-            "process_cpu_ms": _median(process[kind][skip:]),
-            "latency_p50_ms": _median(latency[kind][skip:]),
-        }
-        for kind in KINDS
-    }
+            for one in bots if cycle % 2 == 0 else bots[::-1]:
+                for kind in KINDS:
+                    ends = starts + timedelta(seconds=30) if kind == "resolved" else None
+                    body = webhook(kind, starts=starts, ends=ends, nodes=args.nodes)
+                    one.post(kind, body, settle=args.settle)
+        return [(one.name, one.figures(args.warmup)) for one in bots]
 
 
 def _median(values: list[float]) -> float:
@@ -187,7 +213,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--before", type=Path, help="another tree (git archive) to compare")
     parser.add_argument("--cycles", type=int, default=200, help="firing+resolved pairs per bot")
-    parser.add_argument("--rounds", type=int, default=3, help="bots per tree, interleaved")
+    parser.add_argument("--rounds", type=int, default=3, help="bots per tree, one after another")
     parser.add_argument("--warmup", type=int, default=10, help="first cycles not counted")
     parser.add_argument("--nodes", type=int, default=1024)
     parser.add_argument("--spacing", type=float, default=30.0,
@@ -207,10 +233,9 @@ def main() -> None:
         trees.insert(0, ("before", args.before.resolve()))
     results = []
     for index in range(args.rounds):
-        order = trees if index % 2 == 0 else trees[::-1]
-        for name, tree in order:
-            load = round(os.getloadavg()[0], 2)
-            result = {"round": index + 1, "tree": name, "load_1m": load, **measure(tree, args)}
+        load = round(os.getloadavg()[0], 2)
+        for name, figures in measure(trees, args):
+            result = {"round": index + 1, "tree": name, "load_1m": load, **figures}
             print(json.dumps(result), flush=True)
             results.append(result)
     if args.json:
