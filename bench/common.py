@@ -11,6 +11,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -209,3 +210,20 @@ def run_sizes(
     if args.json:
         args.json.write_text(json.dumps({"machine": machine(), "results": results}, indent=2))
     return results
+
+
+def wait_serving(url: str, child: subprocess.Popen[bytes], *, what: str, seconds: float) -> None:
+    """Wait (bounded) until a bot started as `child` answers `/healthz` at `url`; RuntimeError
+    naming `what` when it exits or does not answer within `seconds`."""
+    import httpx
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline or child.poll() is not None:
+            raise RuntimeError(f"{what} did not start")
+        time.sleep(0.2)

@@ -6,20 +6,33 @@ finds the stored row and changes nothing, so it never overwrites what a human en
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any
 
-from sqlalchemy import Integer, String, TextualSelect, bindparam, column, text, update
+from sqlalchemy import (
+    Integer,
+    String,
+    Text,
+    TextualSelect,
+    bindparam,
+    cast,
+    column,
+    func,
+    text,
+    update,
+)
+from sqlalchemy import select as sa_select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, col, select
 
 from storage.columns import UTCDateTime
 from storage.db import insert_unique
 from storage.errors import RecordNotFoundError
-from storage.tables import ReceivedAlert
+from storage.tables import Incident, ReceivedAlert
 
 
 def get_alert(
@@ -94,14 +107,28 @@ def has_firing_alerts(session: Session, incident_id: int) -> bool:
     """Whether any alert of the incident is still firing: its latest status per fingerprint,
     ordered by the alert's own times (a firing one at its start, a resolved one at its end),
     the receive time only breaking ties. Replicas' clocks then cannot reorder a resolution
-    and a late redelivery of the firing alert it ended."""
+    and a late redelivery of the firing alert it ended. Reads the five columns that decide it
+    (no labels, no ORM rows: a resolved webhook asks this of every incident it ends)."""
     latest: dict[str, str] = {}
-    for row in sorted(list_alerts_for_incident(session, incident_id), key=_own_order):
+    rows = session.connection().execute(_FIRING_STATE, {"incident": incident_id})
+    for row in sorted(rows, key=_own_order):
         latest[row.fingerprint] = row.status
     return any(status == "firing" for status in latest.values())
 
 
-def _own_order(row: ReceivedAlert) -> tuple[datetime, datetime, int]:
+_ALERTS: Any = ReceivedAlert.__table__  # type: ignore[attr-defined]
+_FIRING_STATE = sa_select(
+    _ALERTS.c.id,
+    _ALERTS.c.fingerprint,
+    _ALERTS.c.status,
+    _ALERTS.c.starts_at,
+    _ALERTS.c.ends_at,
+    _ALERTS.c.received_at,
+).where(_ALERTS.c.incident_id == bindparam("incident"))
+"""The columns `has_firing_alerts` orders an incident's alerts by (built once)."""
+
+
+def _own_order(row: Any) -> tuple[datetime, datetime, int]:
     own = row.ends_at if row.status == "resolved" and row.ends_at is not None else row.starts_at
     return _utc(own), _utc(row.received_at), row.id or 0
 
@@ -122,6 +149,27 @@ def incident_of_fingerprint(session: Session, fingerprint: str) -> int | None:
     return session.exec(statement).first()
 
 
+def incident_of_alert(session: Session, fingerprint: str) -> Incident | None:
+    """The incident `incident_of_fingerprint` names, loaded in the same query (a resolved
+    webhook's one read of the incident it ends)."""
+    statement = _incident_of_alert()
+    found: Incident | None = session.exec(statement, params={"fingerprint": fingerprint}).first()
+    return found
+
+
+@cache
+def _incident_of_alert() -> Any:
+    latest = (
+        sa_select(_ALERTS.c.incident_id)
+        .where(_ALERTS.c.fingerprint == bindparam("fingerprint"))
+        .where(_ALERTS.c.incident_id.is_not(None))
+        .order_by(_ALERTS.c.received_at.desc(), _ALERTS.c.id.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+    return select(Incident).where(Incident.id == latest)
+
+
 def recent_firing(session: Session, *, alertname: str, since: datetime) -> list[ReceivedAlert]:
     """Firing alerts of one alert name received at or after `since` (storm detection)."""
     statement = select(ReceivedAlert).where(
@@ -130,6 +178,27 @@ def recent_firing(session: Session, *, alertname: str, since: datetime) -> list[
         col(ReceivedAlert.received_at) >= since,
     )
     return list(session.exec(statement))
+
+
+def recent_firing_labels(
+    session: Session, *, alertname: str, since: datetime
+) -> list[tuple[dict[str, str], datetime]]:
+    """The distinct label sets of the alerts `recent_firing` returns, each with the earliest
+    startsAt it fired with: one row per alert however often it fired in the window, and no
+    ORM rows (a storm check that finds no storm needs no more)."""
+    rows = session.connection().execute(_recent_labels(), {"name": alertname, "since": since})
+    return [(json.loads(labels), earliest) for labels, earliest in rows]
+
+
+@cache
+def _recent_labels() -> Any:
+    labels = cast(_ALERTS.c.labels, Text)
+    return (
+        sa_select(labels, func.min(_ALERTS.c.starts_at))
+        .where(_ALERTS.c.alertname == bindparam("name"), _ALERTS.c.status == "firing")
+        .where(_ALERTS.c.received_at >= bindparam("since"))
+        .group_by(labels)
+    )
 
 
 def list_alerts(
@@ -225,7 +294,6 @@ def _insert_new(
     """Insert alerts in one statement; the identities the database took -> their row ids."""
     if not alerts:
         return {}
-    table: Any = ReceivedAlert.__table__  # type: ignore[attr-defined]
     rows = [
         {
             "fingerprint": a.fingerprint,
@@ -239,14 +307,20 @@ def _insert_new(
         }
         for a in alerts
     ]
-    insert = sqlite.insert if dialect == "sqlite" else postgresql.insert
-    statement = (
-        insert(table)
-        .on_conflict_do_nothing()
-        .returning(table.c.id, table.c.fingerprint, table.c.status, table.c.starts_at)
-    )
-    result = session.connection().execute(statement, rows)
+    result = session.connection().execute(_insert_statement(dialect), rows)
     return {(fp, st, at): int(i) for i, fp, st, at in result}
+
+
+@cache
+def _insert_statement(dialect: str) -> Any:
+    """`INSERT ... ON CONFLICT DO NOTHING RETURNING` the identity (built once per dialect)."""
+    insert = sqlite.insert if dialect == "sqlite" else postgresql.insert
+    c = _ALERTS.c
+    return (
+        insert(_ALERTS)
+        .on_conflict_do_nothing()
+        .returning(c.id, c.fingerprint, c.status, c.starts_at)
+    )
 
 
 LOOKUP_CHUNK = 1000
@@ -329,11 +403,13 @@ def link_alerts(session: Session, links: Sequence[tuple[int, int, str | None]]) 
     """Link stored alerts to incidents in one statement: (alert id, incident id, runbook)."""
     if not links:
         return
-    table: Any = ReceivedAlert.__table__  # type: ignore[attr-defined]
-    statement = (
-        update(table)
-        .where(table.c.id == bindparam("alert_id"))
-        .values(incident_id=bindparam("incident"), runbook=bindparam("book"))
-    )
     rows = [{"alert_id": a, "incident": i, "book": r} for a, i, r in links]
-    session.connection().execute(statement, rows)
+    session.connection().execute(_LINK, rows)
+
+
+_LINK = (
+    update(_ALERTS)
+    .where(_ALERTS.c.id == bindparam("alert_id"))
+    .values(incident_id=bindparam("incident"), runbook=bindparam("book"))
+)
+"""`link_alerts`' statement (built once)."""

@@ -14,7 +14,7 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import delete, exists, select
+from sqlalchemy import bindparam, delete, exists, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session
 
@@ -133,11 +133,17 @@ def incident_columns(
     ordered = sorted(ids)
     for start in range(0, len(ordered), _IDS_PER_QUERY):
         chunk = ordered[start : start + _IDS_PER_QUERY]
-        statement = _columns_query().where(_INCIDENTS.c.id.in_(chunk)).order_by(_INCIDENTS.c.id)
-        if lock:
-            statement = statement.with_for_update()
-        found.update((row.id, row) for row in _rows(session, statement))
+        found.update((row.id, row) for row in _rows(session, _by_ids(lock), {"ids": chunk}))
     return found
+
+
+@cache
+def _by_ids(lock: bool) -> Any:
+    """`incident_columns`' query, built once: a transaction that changes an incident runs it
+    twice (its row before, at the first flush, and after, at commit)."""
+    ids: Any = bindparam("ids", expanding=True)
+    statement = _columns_query().where(_INCIDENTS.c.id.in_(ids)).order_by(_INCIDENTS.c.id)
+    return statement.with_for_update() if lock else statement
 
 
 def iter_incident_columns(
@@ -190,8 +196,10 @@ def _columns_query() -> Any:
     return select(c.id, c.runbook, c.layer, c.severity, c.gpu_hours_lost, c.state, c.kind, *stamps)
 
 
-def _rows(session: Session, statement: Any) -> Iterator[IncidentFigureColumns]:
-    for row in session.connection().execute(statement):
+def _rows(
+    session: Session, statement: Any, params: Mapping[str, Any] | None = None
+) -> Iterator[IncidentFigureColumns]:
+    for row in session.connection().execute(statement, params):
         yield IncidentFigureColumns(
             id=int(row.id),
             runbook=row.runbook,

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
+from functools import cache
 from typing import Any
 
+from sqlalchemy import bindparam
 from sqlalchemy import select as sa_select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, col, func, select
@@ -23,6 +25,7 @@ from storage.tables import Incident, TimelineEvent
 RESOLVED = "resolved"
 CLOSED = ("resolved", "failed")
 """States that free an incident's group key (storage/tables.py OPEN_INCIDENT_PREDICATE)."""
+_INCIDENTS: Any = Incident.__table__  # type: ignore[attr-defined]
 
 
 def group_key(*, runbook: str, target: str) -> str:
@@ -73,10 +76,17 @@ def get_incident(session: Session, ref: str | int) -> Incident | None:
 
 def find_open_incident(session: Session, group_key: str) -> Incident | None:
     """The open (neither resolved nor failed) incident for a group key, if any."""
+    found: Incident | None = session.exec(_open_by_key(), params={"group_key": group_key}).first()
+    return found
+
+
+@cache
+def _open_by_key() -> Any:
+    """`find_open_incident`'s query (built once: intake asks it of every storm check)."""
     statement = select(Incident).where(
-        Incident.group_key == group_key, col(Incident.state).not_in(CLOSED)
+        Incident.group_key == bindparam("group_key"), col(Incident.state).not_in(CLOSED)
     )
-    return session.exec(statement.order_by(col(Incident.id).desc())).first()
+    return statement.order_by(col(Incident.id).desc())
 
 
 def list_incidents(session: Session, *, open_only: bool = False, limit: int = 50) -> list[Incident]:
@@ -185,11 +195,16 @@ def find_open_incident_ids(session: Session, group_keys: Collection[str]) -> dic
     loaded into the session: alert intake under load)."""
     if not group_keys:
         return {}
-    table: Any = Incident.__table__  # type: ignore[attr-defined]
-    statement = sa_select(table.c.group_key, table.c.id).where(
-        table.c.group_key.in_(list(group_keys)), table.c.state.not_in(CLOSED)
-    )
-    return {key: int(i) for key, i in session.connection().execute(statement)}
+    rows = session.connection().execute(_open_ids(), {"keys": list(group_keys)})
+    return {key: int(i) for key, i in rows}
+
+
+@cache
+def _open_ids() -> Any:
+    """`find_open_incident_ids`' query (built once)."""
+    c = _INCIDENTS.c
+    keys: Any = bindparam("keys", expanding=True)
+    return sa_select(c.group_key, c.id).where(c.group_key.in_(keys), c.state.not_in(CLOSED))
 
 
 def insert_incidents(session: Session, rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
@@ -201,11 +216,17 @@ def insert_incidents(session: Session, rows: Sequence[Mapping[str, Any]]) -> dic
     dialect = session.get_bind().dialect.name
     if dialect not in ("sqlite", "postgresql"):
         return _insert_one_by_one(session, rows)
-    table: Any = Incident.__table__  # type: ignore[attr-defined]
-    insert = sqlite.insert if dialect == "sqlite" else postgresql.insert
     values = [{"state": "open", "culprits": [], **row} for row in rows]
-    statement = insert(table).on_conflict_do_nothing().returning(table.c.id, table.c.group_key)
-    return {key: int(i) for i, key in session.connection().execute(statement, values)}
+    result = session.connection().execute(_insert_open(dialect), values)
+    return {key: int(i) for i, key in result}
+
+
+@cache
+def _insert_open(dialect: str) -> Any:
+    """`insert_incidents`' statement (built once per dialect)."""
+    insert = sqlite.insert if dialect == "sqlite" else postgresql.insert
+    c = _INCIDENTS.c
+    return insert(_INCIDENTS).on_conflict_do_nothing().returning(c.id, c.group_key)
 
 
 def _insert_one_by_one(session: Session, rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
@@ -242,9 +263,12 @@ def append_events(session: Session, events: Sequence[Mapping[str, Any]]) -> None
     they get ids in the given order, which orders events of equal time."""
     if not events:
         return
-    table: Any = TimelineEvent.__table__  # type: ignore[attr-defined]
     values = [
         {"payload": {}, "pinned": False, "run_id": None, "step_id": None, **event}
         for event in events
     ]
-    session.connection().execute(table.insert(), values)
+    session.connection().execute(_INSERT_EVENTS, values)
+
+
+_INSERT_EVENTS = TimelineEvent.__table__.insert()  # type: ignore[attr-defined]
+"""`append_events`' statement (built once)."""

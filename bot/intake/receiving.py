@@ -14,6 +14,7 @@ from datetime import datetime
 from sqlmodel import Session
 
 from bot.incidents import lifecycle
+from bot.incidents.opening import record_many
 from bot.incidents.states import IncidentState
 from bot.incidents.timeline import ALERTMANAGER, EventKind
 from bot.intake.alerts import Alert, AlertmanagerWebhook, RejectedAlert
@@ -183,14 +184,14 @@ def resolve_alert(
     )
     # When Prometheus saw it end; never after we heard of it (its clock may run ahead of ours).
     ended = min(alert.ended_at or at, at)
-    lifecycle.record(
-        session,
-        incident_id=incident.id,
-        kind=EventKind.ALERT_RESOLVED,
-        at=ended,
-        actor=ALERTMANAGER,
-        summary=f"{alert.alertname} resolved for {route.target}",
-    )
+    event = {
+        "incident_id": incident.id,
+        "kind": EventKind.ALERT_RESOLVED,
+        "at": ended,
+        "actor": ALERTMANAGER,
+        "summary": f"{alert.alertname} resolved for {route.target}",
+    }
+    record_many(session, events=[event])  # one statement, no ORM flush
     resolved = False
     if incident.state != IncidentState.RESOLVED and not alert_store.has_firing_alerts(
         session, incident.id
@@ -213,8 +214,8 @@ def resolve_alert(
 def _incident_of(session: Session, alert: Alert, route: Route) -> Incident | None:
     """The incident the alert's firing delivery joined (a storm parent, too), else the open
     incident of its (runbook, target)."""
-    incident_id = alert_store.incident_of_fingerprint(session, alert.identity)
-    if incident_id is not None:
-        return incident_store.get_incident(session, incident_id)
+    incident = alert_store.incident_of_alert(session, alert.identity)
+    if incident is not None:
+        return incident
     key = incident_store.group_key(runbook=route.runbook, target=route.target)
     return incident_store.find_open_incident(session, key)

@@ -154,11 +154,11 @@ def find_storm_parent(
             session, parent, runbook=key.runbook, batch=batch, at=at, note=f"added to {parent.ref}"
         )
         return StormParent(parent, opened=False, members=batch_targets)
-    recent = _recent_members(session, key, route=routes[key.alertname], policy=policy, at=at)
-    recent_targets = {target for _, target in recent}
-    if not is_storm(policy=policy, new_targets=batch_targets, recent_targets=recent_targets):
+    route = routes[key.alertname]
+    recent = _recent_targets(session, key, route=route, policy=policy, at=at)
+    if not is_storm(policy=policy, new_targets=batch_targets, recent_targets=recent):
         return None
-    members = tuple(sorted(set(batch_targets) | recent_targets))
+    members = tuple(sorted(set(batch_targets) | set(recent)))
     parent, opened = lifecycle.open_or_attach(
         session,
         runbook=key.runbook,
@@ -166,16 +166,33 @@ def find_storm_parent(
         target_kind=STORM_KIND,
         severity=worst_severity(f.alert.labels.get("severity", "warning") for f in batch),
         title=key.title(len(members)),
-        fired_at=min([f.alert.startsAt for f in batch] + [row.starts_at for row, _ in recent]),
+        fired_at=min([f.alert.startsAt for f in batch] + list(recent.values())),
         detected_at=at,
         actor=ALERTMANAGER,
     )
     _attach(session, parent, runbook=key.runbook, batch=batch, at=at, note=None)
     _record_members(session, parent, key=key, members=members, at=at)
+    earlier = _recent_members(session, key, route=route, policy=policy, at=at)
     _link_earlier_incidents(
-        session, parent, incident_ids={row.incident_id for row, _ in recent}, at=at
+        session, parent, incident_ids={row.incident_id for row, _ in earlier}, at=at
     )
     return StormParent(parent, opened=opened, members=members)
+
+
+def _recent_targets(
+    session: Session, key: StormKey, *, route: AlertRoute, policy: StormPolicy, at: datetime
+) -> dict[str, datetime]:
+    """The targets `_recent_members` finds, each with the earliest startsAt it fired with,
+    from one row per distinct alert (the check that usually finds no storm reads no more)."""
+    targets: dict[str, datetime] = {}
+    since = at - policy.window
+    for labels, starts in alert_store.recent_firing_labels(
+        session, alertname=key.alertname, since=since
+    ):
+        target = target_of(key.alertname, labels, route)
+        if isinstance(target, str) and storm_domain(labels, policy.domain_labels) == key.domain:
+            targets[target] = min(starts, targets.get(target, starts))
+    return targets
 
 
 def _recent_members(
