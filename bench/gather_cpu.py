@@ -34,6 +34,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -110,7 +111,7 @@ def child(nodes: int, calls: int, repeat: int, large_lines: int) -> dict[str, fl
                     fn = make_signal_node(step, loaded)
                     query = SignalQuery(signal=step.signal or "", nodes=(target,),
                                         window=timedelta(minutes=15))  # fmt: skip
-                    reads += cpu_ms(lambda q=query: deps.telemetry.read(q), calls=calls,
+                    reads += cpu_ms(partial(deps.telemetry.read, query), calls=calls,
                                     repeat=repeat)  # fmt: skip
                 elif step.kind is StepKind.CLUSTER:
                     fn = make_cluster_node(step, loaded)
@@ -121,7 +122,7 @@ def child(nodes: int, calls: int, repeat: int, large_lines: int) -> dict[str, fl
                 else:
                     continue
                 rows[f"step {step.id}"] = cpu_ms(
-                    lambda f=fn: f(state, runtime), calls=calls, repeat=repeat
+                    partial(fn, state, runtime), calls=calls, repeat=repeat
                 )
                 total += rows[f"step {step.id}"]
             rows["telemetry reads"] = round(reads, 3)

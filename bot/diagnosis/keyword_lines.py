@@ -44,19 +44,43 @@ def keyword_lines(text: str, index: Mapping[str, tuple[int, ...]]) -> KeywordLin
     joined = "\n".join(by_shape)
     shape_starts = list(accumulate((len(s) + 1 for s in by_shape), initial=0))
     found: dict[int, set[int]] = {}
-    for keyword, signatures in index.items():
-        if "\n" in keyword:
+    for keyword, shaped, checked, signatures in _prepared(index):
+        if shaped is None:  # a keyword across lines
             for start in _hits(text, keyword):
                 found.setdefault(bisect_right(starts, start) - 1, set()).update(signatures)
             continue
-        checked = any(digit in keyword for digit in "0123456789")
-        for start in _hits(joined, keyword.translate(_DIGITS)):
+        for start in _hits(joined, shaped):
             numbers = shapes[bisect_right(shape_starts, start) - 1]
             if checked:
                 numbers = [n for n in numbers if keyword in lines[n]]
             for number in numbers:
                 found.setdefault(number, set()).update(signatures)
     return KeywordLines(lines=lines, starts=starts, signatures=found)
+
+
+_Prepared = tuple[str, str | None, bool, tuple[int, ...]]
+_PREPARED: dict[int, tuple[Mapping[str, tuple[int, ...]], list[_Prepared]]] = {}
+
+
+def _prepared(index: Mapping[str, tuple[int, ...]]) -> list[_Prepared]:
+    """Per keyword: its shape (None when it holds a newline), whether a hit needs checking on
+    the line (it holds a digit), its signatures. Kept per catalog index (a few are loaded)."""
+    kept = _PREPARED.get(id(index))
+    if kept is not None and kept[0] is index:
+        return kept[1]
+    prepared = [
+        (
+            keyword,
+            None if "\n" in keyword else keyword.translate(_DIGITS),
+            any(digit in keyword for digit in "0123456789"),
+            signatures,
+        )
+        for keyword, signatures in index.items()
+    ]
+    if len(_PREPARED) >= 16:
+        _PREPARED.clear()
+    _PREPARED[id(index)] = (index, prepared)
+    return prepared
 
 
 def _hits(text: str, keyword: str) -> list[int]:
