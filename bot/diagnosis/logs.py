@@ -111,8 +111,16 @@ def _demote_consequences(
 
 def _strength(match: LogMatch) -> tuple[float, int, int]:
     """Sort key: strongest evidence first."""
-    layer = Layer(match.layer) if match.layer else Layer.NONE
-    return (-SEVERITY_WEIGHT[Severity(match.severity)], layer_rank(layer), match.line_no)
+    weight = _WEIGHTS.get(match.severity)
+    rank = _RANKS.get(match.layer or Layer.NONE.value)
+    if weight is None or rank is None:  # not a known severity or layer: as Severity/Layer say
+        layer = Layer(match.layer) if match.layer else Layer.NONE
+        weight, rank = SEVERITY_WEIGHT[Severity(match.severity)], layer_rank(layer)
+    return (-weight, rank, match.line_no)
+
+
+_WEIGHTS = {severity.value: SEVERITY_WEIGHT[severity] for severity in Severity}
+_RANKS = {layer.value: layer_rank(layer) for layer in Layer}
 
 
 def _scan(text: str, catalog: LogCatalog) -> Iterator[LogMatch]:

@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from bot.diagnosis import logs
+from bot.diagnosis.layers import SEVERITY_WEIGHT, Layer, Severity, layer_rank
 from bot.diagnosis.literal_prefix import literal_prefix
 from bot.diagnosis.logs import (
     MAX_LINE_CHARS,
@@ -49,7 +50,7 @@ def reference_classify(text: str, catalog: LogCatalog) -> LogClassification:
     matches = logs._demote_consequences(tuple(_old_scan(text, catalog)), catalog)
     decisive = [m for m in matches if m.layer is not None]
     pool = [m for m in decisive if not m.secondary] or decisive
-    best = min(pool, key=logs._strength, default=None)
+    best = min(pool, key=_old_strength, default=None)
     codes = {m.xid for m in matches} | {m.caused_by for m in matches}
     xids = tuple(sorted(code for code in codes if code is not None))
     if best is None:
@@ -57,6 +58,11 @@ def reference_classify(text: str, catalog: LogCatalog) -> LogClassification:
     return LogClassification(
         matches=matches, layer=best.layer, signal=best.signature, xids=xids, decided_by=best
     )
+
+
+def _old_strength(match: LogMatch) -> tuple[float, int, int]:
+    layer = Layer(match.layer) if match.layer else Layer.NONE
+    return (-SEVERITY_WEIGHT[Severity(match.severity)], layer_rank(layer), match.line_no)
 
 
 def _old_scan(text: str, catalog: LogCatalog) -> Iterator[LogMatch]:
