@@ -28,6 +28,7 @@ _DMESG_T = re.compile(
     r"(?P<hms>\d{2}:\d{2}:\d{2}) (?P<year>\d{4})\]"
 )
 _MONTH_NAMES = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+_ZERO_OFFSETS = frozenset({"+00:00", "-00:00", "+0000", "-0000"})
 _MONTHS = {name: number for number, name in enumerate(_MONTH_NAMES, 1)}
 
 
@@ -42,17 +43,27 @@ class AgedText:
 
 
 def line_time(line: str, *, now: datetime) -> datetime | None:
-    """The wall time a line carries at its start (UTC), or None when it carries none."""
+    """The wall time a line carries at its start (UTC), or None when it carries none. Each
+    stamp starts with its own kind of character (`[`, an ASCII capital, a digit), so a line
+    meets only the one pattern its first character allows."""
+    first = line[:1]
+    if first == "[":
+        if found := _DMESG_T.match(line):
+            return _calendar(int(found["year"]), found["mon"], found["day"], found["hms"])
+        return None
+    if "A" <= first <= "Z":
+        if found := _SYSLOG.match(line):
+            for year in (now.year, now.year - 1):
+                dated = _calendar(year, found["mon"], found["day"], found["hms"])
+                if dated is not None and dated <= now + timedelta(days=1):
+                    return dated
+        return None
     if found := _ISO.match(line):
-        stamp = datetime.fromisoformat(found["ts"].replace(" ", "T"))
+        try:
+            stamp = datetime.fromisoformat(found["ts"].replace(" ", "T"))
+        except ValueError:  # `2026-02-30T25:00:00`: shaped like a stamp, but no time at all
+            return None
         return _with_zone(stamp, found["tz"])
-    if found := _DMESG_T.match(line):
-        return _calendar(int(found["year"]), found["mon"], found["day"], found["hms"])
-    if found := _SYSLOG.match(line):
-        for year in (now.year, now.year - 1):
-            dated = _calendar(year, found["mon"], found["day"], found["hms"])
-            if dated is not None and dated <= now + timedelta(days=1):
-                return dated
     return None
 
 
@@ -82,6 +93,8 @@ def describe_age(age: timedelta) -> str:
 
 
 def _with_zone(stamp: datetime, zone: str | None) -> datetime:
+    if zone in _ZERO_OFFSETS:
+        return stamp.replace(tzinfo=UTC)
     if not zone or zone == "Z":
         return stamp.replace(tzinfo=UTC) if stamp.tzinfo is None else stamp.astimezone(UTC)
     sign = 1 if zone[0] == "+" else -1

@@ -11,7 +11,9 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 
+from bot.diagnosis.keyword_lines import keyword_lines
 from bot.diagnosis.layers import SEVERITY_WEIGHT, Layer, Severity, layer_rank
+from bot.diagnosis.literal_prefix import literal_prefix
 from bot.diagnosis.signatures import (
     UNKNOWN_XID_MEANING,
     LogCatalog,
@@ -109,43 +111,65 @@ def _demote_consequences(
 
 def _strength(match: LogMatch) -> tuple[float, int, int]:
     """Sort key: strongest evidence first."""
-    layer = Layer(match.layer) if match.layer else Layer.NONE
-    return (-SEVERITY_WEIGHT[Severity(match.severity)], layer_rank(layer), match.line_no)
+    weight = _WEIGHTS.get(match.severity)
+    rank = _RANKS.get(match.layer or Layer.NONE.value)
+    if weight is None or rank is None:  # not a known severity or layer: as Severity/Layer say
+        layer = Layer(match.layer) if match.layer else Layer.NONE
+        weight, rank = SEVERITY_WEIGHT[Severity(match.severity)], layer_rank(layer)
+    return (-weight, rank, match.line_no)
+
+
+_WEIGHTS = {severity.value: SEVERITY_WEIGHT[severity] for severity in Severity}
+_RANKS = {layer.value: layer_rank(layer) for layer in Layer}
 
 
 def _scan(text: str, catalog: LogCatalog) -> Iterator[LogMatch]:
-    """Only lines holding a keyword meet the regexes, and only their keywords' signatures."""
-    candidates = _candidate_lines(text, catalog.keyword_index)
-    line_no, counted_to = 1, 0
-    for start in sorted(candidates):
-        line_no += text.count("\n", counted_to, start)
-        counted_to = start
-        end = text.find("\n", start)
-        end = len(text) if end < 0 else end
-        line = text[start : min(end, start + MAX_LINE_CHARS)].rstrip("\r")
-        for i in sorted(candidates[start]):
+    """Only lines holding a keyword meet the regexes, and only their keywords' signatures. A
+    search is shared by the lines that agree from the pattern's literal prefix on (an XID
+    storm's lines differ only in their timestamps), and so is the outcome of equal fields."""
+    found = keyword_lines(text, catalog.keyword_index)
+    searches: dict[tuple[int, str], dict[str, str] | None] = {}
+    outcomes: dict[tuple[int, tuple[tuple[str, str], ...]], _Judged] = {}
+    for number in sorted(found.signatures):
+        line = found.lines[number][:MAX_LINE_CHARS].rstrip("\r")
+        for i in sorted(found.signatures[number]):
             sig = catalog.signatures[i]
-            found = sig.pattern.search(line)
-            if found is None:
+            groups = _search(i, sig.pattern, line, searches)
+            if groups is None:
                 continue
-            fields = {k: v for k, v in found.groupdict().items() if v is not None}
+            fields = dict(groups)
             if sig.context is not None and not set(sig.context.groupindex) <= set(fields):
+                start = found.starts[number]
                 fields = _context_fields(sig.context, sig.context_lines, text, start) | fields
-            yield _make_match(sig, fields, line, line_no, catalog)
+            key = (i, tuple(fields.items()))
+            judged = outcomes.get(key)
+            if judged is None:
+                judged = outcomes[key] = _judge(sig, fields, catalog)
+            yield judged.match(fields, line, number + 1)
 
 
-def _candidate_lines(text: str, index: Mapping[str, tuple[int, ...]]) -> dict[int, set[int]]:
-    """Line start offset -> signatures whose keywords the line holds. str.find per keyword is
-    a C substring search, so a 10 MB log with few hits costs one pass per keyword."""
-    candidates: dict[int, set[int]] = {}
-    for keyword, signatures in index.items():
-        at = text.find(keyword)
-        while at >= 0:
-            start = text.rfind("\n", 0, at) + 1
-            candidates.setdefault(start, set()).update(signatures)
-            end = text.find("\n", at + len(keyword))
-            at = -1 if end < 0 else text.find(keyword, end + 1)
-    return candidates
+def _search(
+    index: int,
+    pattern: re.Pattern[str],
+    line: str,
+    searches: dict[tuple[int, str], dict[str, str] | None],
+) -> dict[str, str] | None:
+    """`pattern`'s groups on `line` (None: no match), searched once per distinct text from the
+    pattern's literal prefix on (bot.diagnosis.literal_prefix)."""
+    prefix = literal_prefix(pattern)
+    if prefix:
+        at = line.find(prefix)
+        if at < 0:
+            return None
+        line = line[at:]
+    key = (index, line)
+    if key in searches:
+        return searches[key]
+    found = pattern.search(line)
+    groups = found.groupdict() if found is not None else None
+    fields = None if groups is None else {k: v for k, v in groups.items() if v is not None}
+    searches[key] = fields
+    return fields
 
 
 def _context_fields(context: re.Pattern[str], lines: int, text: str, start: int) -> dict[str, str]:
@@ -162,27 +186,39 @@ def _context_fields(context: re.Pattern[str], lines: int, text: str, start: int)
     return {}
 
 
-def _make_match(
-    sig: Signature, fields: dict[str, str], line: str, line_no: int, catalog: LogCatalog
-) -> LogMatch:
+@dataclass(frozen=True)
+class _Judged:
+    """What a signature's fields mean, before the line they were found on is known."""
+
+    signature: str
+    outcome: Outcome
+    xid: int | None
+    secondary: bool
+    caused_by: int | None
+
+    def match(self, fields: dict[str, str], line: str, line_no: int) -> LogMatch:
+        return LogMatch(
+            signature=self.signature,
+            layer=self.outcome.layer,
+            severity=self.outcome.severity,
+            meaning=self.outcome.meaning,
+            line_no=line_no,
+            line=line,
+            fields=fields,
+            xid=self.xid,
+            secondary=self.secondary,
+            caused_by=self.caused_by,
+        )
+
+
+def _judge(sig: Signature, fields: dict[str, str], catalog: LogCatalog) -> _Judged:
     xid = int(fields["xid"]) if "xid" in fields else sig.xid
     caused_by = int(fields["caused_by"]) if fields.get("caused_by", "").isdigit() else None
     outcome = _outcome(sig, fields, catalog)
     if caused_by is not None and sig.layer_table:
         outcome = _attributed(xid, caused_by, catalog)
     secondary = outcome.secondary or any(name in fields for name in sig.secondary_when)
-    return LogMatch(
-        signature=sig.name,
-        layer=outcome.layer,
-        severity=outcome.severity,
-        meaning=outcome.meaning,
-        line_no=line_no,
-        line=line,
-        fields=fields,
-        xid=xid,
-        secondary=secondary,
-        caused_by=caused_by,
-    )
+    return _Judged(sig.name, outcome, xid, secondary, caused_by)
 
 
 def _attributed(xid: int | None, caused_by: int, catalog: LogCatalog) -> Outcome:

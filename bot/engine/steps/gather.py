@@ -59,7 +59,8 @@ def summarize_signal(
     samples = sorted(result.samples, key=lambda s: (-s.value, s.node))
     values = [s.value for s in samples]
     missing = not samples
-    over_zero = [_sample_dict(s) for s in samples if s.value > 0]
+    over_zero = [s for s in samples if s.value > 0]
+    sparse = _sparse_nodes(samples)
     summary: dict[str, Any] = {
         "signal": result.signal,
         "nodes": nodes,
@@ -72,12 +73,13 @@ def summarize_signal(
         "any": (len(over_zero) > 0) if values else None,
         "argmax": _sample_dict(samples[0]) if samples else {},
         "argmin": _sample_dict(samples[-1]) if samples else {},
-        "over_zero": over_zero[:MAX_SAMPLES],
-        "over_zero_nodes": sorted({s["node"] for s in over_zero}),
+        "over_zero": [_sample_dict(s) for s in over_zero[:MAX_SAMPLES]],
+        # a sample's dict lets a `node` label stand for the node, and so do these names
+        "over_zero_nodes": sorted({s.labels.get("node", s.node) for s in over_zero}),
         "zero_nodes": sorted({s.node for s in samples if s.value <= 0}),
         "present_nodes": sorted({s.node for s in samples}),
-        "sparse_nodes": _sparse_nodes(samples),
-        "gone": _gone(samples),
+        "sparse_nodes": sparse,
+        "gone": _gone(samples, sparse=sparse),
         "samples": [_sample_dict(s) for s in samples[:MAX_SAMPLES]],
         "missing": missing,
         "missing_nodes": list(result.missing_nodes),
@@ -101,18 +103,26 @@ def _sparse_nodes(samples: list[Sample]) -> list[str]:
     return sorted(n for n, count in per_node.items() if count < usual)
 
 
-def _gone(samples: list[Sample]) -> list[dict[str, str]]:
-    """On each sparse node, the GPUs (`gpu` label) or HCAs (`device`) the other nodes report
-    and it does not: `[{node, gpu}]` for the GPU that fell off the bus."""
-    sparse = _sparse_nodes(samples)
+def _gone(samples: list[Sample], *, sparse: list[str] | None = None) -> list[dict[str, str]]:
+    """On each sparse node (`sparse`, when already known), the GPUs (`gpu` label) or HCAs
+    (`device`) the other nodes report and it does not: `[{node, gpu}]` for the GPU that fell
+    off the bus."""
+    sparse = _sparse_nodes(samples) if sparse is None else sparse
     if not sparse:
         return []
     key = "gpu" if any("gpu" in s.labels for s in samples) else "device"
-    usual = {s.labels[key] for s in samples if key in s.labels and s.node not in sparse}
+    present: dict[str, set[str | None]] = {node: set() for node in sparse}
+    usual: set[str] = set()
+    for sample in samples:
+        if sample.node in present:
+            present[sample.node].add(sample.labels.get(key))
+        elif key in sample.labels:
+            usual.add(sample.labels[key])
     gone: list[dict[str, str]] = []
     for node in sparse:
-        present = {s.labels.get(key) for s in samples if s.node == node}
-        gone += [{"node": node, key: v} for v in sorted(usual - present)]
+        gone += [{"node": node, key: v} for v in sorted(usual - present[node])]
+        if len(gone) >= MAX_SAMPLES:
+            break
     return gone[:MAX_SAMPLES]
 
 
@@ -131,14 +141,17 @@ def _outliers(samples: list[Sample], *, ratio: float) -> dict[str, Any]:
 
 def _label_spreads(samples: list[Sample], labels: tuple[str, ...]) -> dict[str, Any]:
     """For each kept label: its distinct values, the majority value, the nodes that differ,
-    and each node's value (from the node's first sample), for cross-node correlation."""
+    and each node's value (from the node's first sample, in `samples`' order), for cross-node
+    correlation."""
     if not labels:
         return {}
-    node_labels: dict[str, dict[str, str]] = {}
-    for sample in sorted(samples, key=lambda s: s.node):
-        node_labels.setdefault(
-            sample.node, {k: sample.labels[k] for k in labels if k in sample.labels}
-        )
+    first: dict[str, dict[str, str]] = {}
+    for sample in samples:
+        if sample.node not in first:
+            first[sample.node] = sample.labels
+    node_labels = {
+        node: {k: found[k] for k in labels if k in found} for node, found in sorted(first.items())
+    }
     distinct, majority, minority = {}, {}, {}
     for label in labels:
         spread = label_spread({n: v[label] for n, v in node_labels.items() if label in v})
@@ -159,6 +172,8 @@ def _bit_nodes(samples: list[Sample]) -> dict[str, list[str]]:
     found: dict[str, set[str]] = {str(1 << b): set() for b in range(BITMASK_BITS)}
     for sample in samples:
         value = int(sample.value)
+        if not value:
+            continue
         for b in range(BITMASK_BITS):
             if value >> b & 1:
                 found[str(1 << b)].add(sample.node)
