@@ -24,11 +24,9 @@ from bot.engine import stages
 from bot.engine.loading import LoadedRunbook
 from bot.engine.schema import StepKind
 from bot.engine.stages import checkpointed_per_step, depths, make_stage_node, plan_stages
-from bot.incidents import lifecycle
 from bot.wiring.runtime import Runtime, open_runtime
-from storage.db import session_scope
+from tests.engine.runbook_helpers import NODE, open_incident, start
 
-NODE = "gpu-node-03"
 KINDS = list(StepKind)
 
 
@@ -150,23 +148,6 @@ def rt(settings: Settings, scenario_dir: Path) -> Any:
         yield rt
 
 
-def open_incident(rt: Runtime) -> int:
-    now = rt.clock.now()
-    with session_scope(rt.db) as session:
-        incident = lifecycle.open_incident(
-            session,
-            runbook="ecc-storm",
-            target=NODE,
-            target_kind="node",
-            severity="critical",
-            title=f"ECC storm on {NODE}",
-            fired_at=now,
-            detected_at=now,
-            actor="alertmanager",
-        )
-        return int(incident.id or 0)
-
-
 def versions_seen(rt: Runtime, run_id: str) -> dict[str, Any]:
     saved = rt.engine.checkpointer.get_tuple({"configurable": {"thread_id": run_id}})
     assert saved is not None
@@ -183,7 +164,7 @@ def test_a_run_waiting_on_the_per_step_graph_resumes_on_it_and_verifies(
             waiting = rt.engine.start(
                 rt.catalog.get("ecc-storm"),
                 inputs={"node": NODE},
-                incident_id=open_incident(rt),
+                incident_id=open_incident(rt, rt.catalog.get("ecc-storm")),
                 requester="alertmanager",
             )
     assert waiting.status == "awaiting_approval"
@@ -196,8 +177,6 @@ def test_a_run_waiting_on_the_per_step_graph_resumes_on_it_and_verifies(
         assert done.status == "completed"
         assert done.steps["confirm"]["kind"] == "verify"
         assert done.steps["confirm"]["status"] in {"passed", "failed"}
-        fresh = rt.engine.start(
-            loaded, inputs={"node": NODE}, incident_id=open_incident(rt), requester="cli:alice"
-        )
+        fresh = start(rt, loaded, requester="cli:alice")
         seen = versions_seen(rt, fresh.run_id)
         assert "stage-1" in seen and not checkpointed_per_step(loaded, seen)
