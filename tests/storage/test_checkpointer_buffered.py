@@ -3,9 +3,10 @@ checkpoint (storage/checkpointer_savers.py): what another process sees, and when
 
 Covers, on the SQLite file saver and on PostgreSQL, with a second saver on the same database
 standing for another process: task writes, an input checkpoint and the one with the inputs
-applied (step 0) are not on disk until the thread's next checkpoint, which brings them in the same commit; a read of the thread in the
-holding saver (`get_tuple`, `list`), `flush` and `close` put them on disk too; a held write is
-kept per thread (one thread's checkpoint does not carry another's); `delete_thread` drops them.
+applied (step 0) are not on disk until the thread's next checkpoint, which brings them in the
+same commit; a read of the thread in the holding saver (`get_tuple`, `list`), `flush` and
+`close` put them on disk too; a held write is kept per thread (one thread's checkpoint does
+not carry another's); `delete_thread` drops them.
 """
 
 from __future__ import annotations
