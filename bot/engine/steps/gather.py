@@ -169,14 +169,16 @@ def _label_spreads(samples: list[Sample], labels: tuple[str, ...]) -> dict[str, 
 def _bit_nodes(samples: list[Sample]) -> dict[str, list[str]]:
     """For each of the 9 low bits (0x1 .. 0x100, every key always present so a check can index
     it), the nodes where some sample has it set."""
-    found: dict[str, set[str]] = {str(1 << b): set() for b in range(BITMASK_BITS)}
+    by_value: dict[int, set[str]] = {}  # a fleet's samples take few distinct values
     for sample in samples:
         value = int(sample.value)
-        if not value:
-            continue
+        if value:
+            by_value.setdefault(value, set()).add(sample.node)
+    found: dict[str, set[str]] = {str(1 << b): set() for b in range(BITMASK_BITS)}
+    for value, nodes in by_value.items():
         for b in range(BITMASK_BITS):
             if value >> b & 1:
-                found[str(1 << b)].add(sample.node)
+                found[str(1 << b)] |= nodes
     return {bit: sorted(nodes) for bit, nodes in found.items()}
 
 
