@@ -47,6 +47,8 @@ RACKS = {"rack-00": NODES[:8], "rack-01": NODES[8:]}
 REST_VERSIONS = ("v0.0.38", "v0.0.37")
 REST_USER = "nobody"
 WORKDIR_PREFIX = "gpu-oncall-slurm-"
+RESUME_EVERY = 1.0
+"""Seconds between two resumes of a node that `reset` finds drained or down."""
 OWNER_FILE = "owner.json"
 #: Slurm daemons take longer than Prometheus: node registration and slurmrestd's plugin loading.
 WAIT_SECONDS = 60.0
@@ -206,15 +208,25 @@ class SlurmServers:
         for node in NODES:
             if node not in self.slurmd:
                 self.start_slurmd(node)
-        for node, state in self.states().items():
-            if "drain" in state or "down" in state:
-                self.run("scontrol", "update", f"nodename={node}", "state=resume", check=False)
         self.run("scontrol", "update", f"nodename={','.join(NODES)}", "comment=", check=False)
         for line in self.run("scontrol", "-o", "show", "reservation", check=False).splitlines():
             name = line.partition("ReservationName=")[2].split(" ", 1)[0]
             if name:
                 self.run("scontrol", "delete", f"reservationname={name}", check=False)
-        poll(self._all_idle, what="every node idle", seconds=WAIT_SECONDS)
+        resumed: dict[str, float] = {}
+
+        def resumed_idle() -> bool:
+            """Resume each drained or down node (again, at most once a second: a node whose
+            slurmd was just restarted can be marked down again, not responding yet, after a
+            first resume, and would stay down), then whether every node is idle."""
+            for node, state in self.states().items():
+                stale = time.monotonic() - resumed.get(node, -RESUME_EVERY) >= RESUME_EVERY
+                if ("drain" in state or "down" in state) and stale:
+                    resumed[node] = time.monotonic()
+                    self.run("scontrol", "update", f"nodename={node}", "state=resume", check=False)
+            return self._all_idle()
+
+        poll(resumed_idle, what="every node idle", seconds=WAIT_SECONDS)
 
     def kill_slurmd(self, node: str) -> None:
         """SIGKILL one node's slurmd (a crashed node); `reset` starts it again."""
