@@ -25,7 +25,7 @@ from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 from storage.refs import parse_incident_ref
-from storage.revisions import known_head
+from storage.revisions import VERSION_QUERY, is_head
 
 T = TypeVar("T")
 Kind = Literal["int", "float", "text", "bool", "json", "stamp"]
@@ -157,12 +157,9 @@ class _Reader:
         return value
 
     def schema_is_current(self) -> bool:
-        head = known_head()
-        if head is None:
-            return False
         with closing(self.connection.cursor()) as cursor:
-            cursor.execute("SELECT version_num FROM alembic_version")
-            return [row[0] for row in cursor.fetchall()] == [head]
+            cursor.execute(VERSION_QUERY)
+            return is_head([row[0] for row in cursor.fetchall()])
 
 
 def _value(value: Any, kind: Kind) -> Any:

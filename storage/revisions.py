@@ -10,6 +10,7 @@ files it cannot read make the answer "not current", so Alembic decides.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -41,12 +42,19 @@ def schema_is_current(engine: Engine) -> bool:
     table, no database yet) is "no": the caller then runs the full Alembic path."""
     from sqlalchemy import exc, text
 
-    head = known_head()
-    if head is None:
-        return False
     try:
         with engine.connect() as connection:
-            rows = connection.execute(text("SELECT version_num FROM alembic_version")).all()
+            rows = connection.execute(text(VERSION_QUERY)).all()
     except exc.SQLAlchemyError:
         return False
-    return [row[0] for row in rows] == [head]
+    return is_head([row[0] for row in rows])
+
+
+VERSION_QUERY = "SELECT version_num FROM alembic_version"
+"""The revision a database is at (one row), read the same way with or without SQLAlchemy."""
+
+
+def is_head(versions: Sequence[str]) -> bool:
+    """Whether the `alembic_version` rows read (`VERSION_QUERY`) are this release's head."""
+    head = known_head()
+    return head is not None and list(versions) == [head]
