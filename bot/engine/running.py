@@ -200,8 +200,8 @@ class RunEngine:
             )
             raise
         if run_id is not None:  # a webhook's triage: its work row is claimed already
-            with recording(self.db, self.deps.clock) as recorder:
-                self.record_run(recorder.session, loaded, resolved, incident_id, requester, run_id)
+            with session_scope(self.db) as session:
+                self.record_run(session, loaded, resolved, incident_id, requester, run_id)
             return self.drive_recorded(loaded, resolved, incident_id, requester, run_id, on_step)
         run_id = uuid.uuid4().hex
         with recording(self.db, self.deps.clock) as recorder:  # the work and the run, at once
@@ -214,8 +214,7 @@ class RunEngine:
                 payload={"runbook": loaded.name, "inputs": resolved, "requester": requester},
                 claim=True,
             )
-            self._create_run(recorder, loaded, resolved, incident_id, requester, run_id)
-        self._remember_shape(run_id, staged=True)
+            self.record_run(recorder.session, loaded, resolved, incident_id, requester, run_id)
         state = _initial_state(loaded, run_id, incident_id, resolved | {"requester": requester})
         return self.work.perform_claimed(
             item, on_step, run=lambda: self._drive(loaded, run_id, incident_id, state, on_step)

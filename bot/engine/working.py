@@ -159,41 +159,51 @@ class WorkQueue:
         `expected`: the payload of a triage this process just recorded. Its inputs are checked
         first (a cluster read, never under the database's write lock), so its run is recorded
         in the claim's transaction: one commit fewer on the way to the verdict (issue 21)."""
-        loaded, resolved = None, None
-        if expected is not None:
-            loaded = self.catalog.get(str(expected["runbook"]))
-            resolved = self.driver.checked_inputs(loaded, dict(expected.get("inputs", {})))
-        begun = False
+        checked = self._checked(expected)
+        drive: Callable[[], RunOutcome] | None = None  # set when the run is recorded here
         with session_scope(self.db) as session:
             item = self._claim(session, work_id)
             triage = item is not None and item.kind == "triage"
             run = run_store.get_run(session, item.run_id) if triage and item else None
             moved_on = item is not None and self._moved_on(session, item, run)
             fresh = triage and run is None and item is not None and item.attempts == 1
-            if fresh and item and item.payload == expected and loaded and resolved is not None:
-                requester = _requester(item.payload)
-                self.driver.record_run(
-                    session, loaded, resolved, item.incident_id, requester, item.run_id
-                )
-                begun = True
+            if checked is not None and item is not None and fresh and item.payload == expected:
+                drive = self._record_fresh(session, item, *checked, on_step)
         if item is None:
             return None
         if moved_on:  # its run went past triage before the worker died: nothing left to do
             logger.info("triage work %s ends: its run has moved on", item.key)
             self._finish_work(item, error=None)
             return None
-        if begun and loaded is not None and resolved is not None:
-            requester = _requester(item.payload)
-            return self.perform_claimed(
-                item,
-                on_step,
-                run=lambda: self.driver.drive_recorded(
-                    loaded, resolved, item.incident_id, requester, item.run_id, on_step
-                ),
-            )
-        # a triage whose run is not recorded yet starts it without looking again (held: ours)
-        return self.perform_claimed(
-            item, on_step, run=lambda: self._do(item, on_step, unrecorded=triage and run is None)
+        if drive is None:  # a triage whose run is not recorded starts it without looking again
+            unrecorded = triage and run is None
+            drive = lambda: self._do(item, on_step, unrecorded=unrecorded)  # noqa: E731
+        return self.perform_claimed(item, on_step, run=drive)
+
+    def _checked(
+        self, expected: Mapping[str, Any] | None
+    ) -> tuple[LoadedRunbook, dict[str, Any]] | None:
+        """The runbook and resolved inputs of a triage this process recorded (`expected`, its
+        payload); None when there is none or its inputs do not validate."""
+        if expected is None:
+            return None
+        loaded = self.catalog.get(str(expected["runbook"]))
+        resolved = self.driver.checked_inputs(loaded, dict(expected.get("inputs", {})))
+        return None if resolved is None else (loaded, resolved)
+
+    def _record_fresh(
+        self,
+        session: Any,
+        item: WorkItem,
+        loaded: LoadedRunbook,
+        resolved: Mapping[str, Any],
+        on_step: StepCallback | None,
+    ) -> Callable[[], RunOutcome]:
+        """Record a fresh triage's run in its claim's transaction; what then drives it."""
+        requester = _requester(item.payload)
+        self.driver.record_run(session, loaded, resolved, item.incident_id, requester, item.run_id)
+        return lambda: self.driver.drive_recorded(
+            loaded, resolved, item.incident_id, requester, item.run_id, on_step
         )
 
     @staticmethod
