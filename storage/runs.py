@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import update
 from sqlmodel import Session, col, select
 
 from storage.errors import InvalidValueError, RecordNotFoundError
@@ -57,24 +58,33 @@ def update_run(
     verdict: Mapping[str, Any] | None = None,
     queries: int | None = None,
     error: str | None = None,
-) -> RunbookRun:
-    """Change the given fields of a run (None leaves a field as it is)."""
-    run = get_run(session, run_id)
-    if run is None:
-        raise RecordNotFoundError(f"no runbook run '{run_id}'")
-    if status is not None:
-        run.status = _check_status(status)
-    if finished_at is not None:
-        run.finished_at = finished_at
-    if verdict is not None:
-        run.verdict = dict(verdict)
-    if queries is not None:
-        run.queries = queries
-    if error is not None:
-        run.error = error
-    session.add(run)
+) -> None:
+    """Change the given fields of a run (None leaves a field as it is), in one UPDATE.
+
+    The session is flushed first (its pending changes keep their order), and a copy of the run
+    it holds is expired, so it reads the new values."""
+    changes = {
+        "status": None if status is None else _check_status(status),
+        "finished_at": finished_at,
+        "verdict": None if verdict is None else dict(verdict),
+        "queries": queries,
+        "error": error,
+    }
+    values = {name: value for name, value in changes.items() if value is not None}
+    if not values:
+        if get_run(session, run_id) is None:
+            raise RecordNotFoundError(f"no runbook run '{run_id}'")
+        return
     session.flush()
-    return run
+    table = RunbookRun.__table__  # type: ignore[attr-defined]
+    result = session.connection().execute(
+        update(table).where(table.c.id == run_id).values(values)
+    )
+    if result.rowcount == 0:
+        raise RecordNotFoundError(f"no runbook run '{run_id}'")
+    held = session.identity_map.get(session.identity_key(RunbookRun, run_id))
+    if held is not None:
+        session.expire(held, list(values))
 
 
 def latest_run_for_incident(session: Session, incident_id: int) -> RunbookRun | None:

@@ -77,6 +77,7 @@ class Recorder:
         self.session, self.clock = session, clock
         self._events: list[dict[str, Any]] = []
         self._findings: list[dict[str, Any]] = []
+        self._incidents: dict[int, Incident] = {}  # the session's identity map holds rows weakly
 
     def flush(self) -> None:
         """Write the buffered timeline events and findings, one statement each."""
@@ -88,9 +89,13 @@ class Recorder:
             self._findings = []
 
     def _incident(self, incident_id: int) -> Incident:
-        incident = incident_store.get_incident(self.session, incident_id)
+        """The incident, read once per transaction: a batch's steps ask for it again and again."""
+        incident = self._incidents.get(incident_id)
         if incident is None:
-            raise LookupError(f"incident {incident_id} vanished")
+            incident = incident_store.get_incident(self.session, incident_id)
+            if incident is None:
+                raise LookupError(f"incident {incident_id} vanished")
+            self._incidents[incident_id] = incident
         return incident
 
     def _event(

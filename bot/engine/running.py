@@ -46,7 +46,7 @@ from bot.engine.policies import policy_for
 from bot.engine.recording import Recorder, StepDone, recording
 from bot.engine.schema import StepKind
 from bot.engine.snapshotting import snapshot_verdicts
-from bot.engine.stages import checkpointed_per_step
+from bot.engine.stages import checkpointed_per_step, followed_by_decisions
 from bot.engine.state import Deps, RunState
 from bot.engine.targets import check_node_exists
 from bot.engine.working import WorkQueue
@@ -607,8 +607,9 @@ class RunEngine:
         super-step not yet recorded, for the caller to record if this raises.
 
         A super-step of proposals only is recorded in one transaction with the next one (the
-        approval). A crash in between leaves those steps off the timeline until the run is taken
-        over; they are in its checkpoint, and `_catch_up` records them then."""
+        approval), and so is one of reads followed by checks alone (`followed_by_decisions`).
+        A crash in between leaves those steps off the timeline until the run is taken over;
+        they are in its checkpoint, and `_catch_up` records them then."""
         config = {"configurable": {"thread_id": run_id}}
         interrupts: list[Interrupt] = []
         with self._flushing(run_id):
@@ -620,7 +621,9 @@ class RunEngine:
                 durability=DURABILITY,
             ):
                 if mode == "values":
-                    if _proposals_only(loaded, pending):
+                    if _proposals_only(loaded, pending) or followed_by_decisions(
+                        loaded, [d.step_id for d in pending]
+                    ):
                         continue  # recorded with the next super-step's steps
                     done = list(pending)
                     pending.clear()
@@ -732,9 +735,11 @@ def _is_timer(value: Any) -> bool:
 
 _HELD = frozenset({StepKind.PROPOSE})
 """Step kinds recorded with the next super-step: proposals, which the approval follows at once.
-Reads and checks are recorded as their super-step ends: the live Slack message and the terminal
-render the timeline from the database, and the person watching a slow Prometheus sees each
-read land (DESIGN: progress updated in place as steps complete)."""
+Reads are recorded as their super-step ends, unless checks alone follow them
+(`stages.followed_by_decisions`: those end within milliseconds, and both land in one
+transaction); the live Slack message and the terminal render the timeline from the database,
+and the person watching a slow Prometheus sees each read land (DESIGN: progress updated in
+place as steps complete)."""
 
 
 def _proposals_only(loaded: LoadedRunbook, done: Sequence[StepDone]) -> bool:

@@ -84,6 +84,28 @@ def plan_stages(loaded: LoadedRunbook) -> list[Stage]:
     return sorted(nodes, key=lambda stage: depth[stage.steps[0].id])  # dependencies first
 
 
+DECIDES_ONLY = frozenset({StepKind.CHECK})
+"""Kinds that neither read nor wait: a super-step of these alone ends within milliseconds."""
+
+
+def followed_by_decisions(loaded: LoadedRunbook, step_ids: Iterable[str]) -> bool:
+    """Whether steps of one super-step, all reads or checks (no verdict, proposal or action),
+    are followed by a super-step of checks alone: their records can wait for those checks'
+    (one transaction on the way to the verdict, issue 21) without a person watching the
+    timeline seeing them later than a few milliseconds."""
+    ids = set(step_ids)
+    depth = depths(loaded)
+    levels = {depth[step_id] for step_id in ids}
+    if len(levels) != 1:
+        return False
+    level = levels.pop()
+    steps = loaded.runbook.steps
+    if any(s.kind not in STAGED - {StepKind.LOCALIZE} for s in steps if s.id in ids):
+        return False
+    following = [s.kind for s in steps if depth[s.id] == level + 1]
+    return bool(following) and all(kind in DECIDES_ONLY for kind in following)
+
+
 def per_step(loaded: LoadedRunbook) -> list[Stage]:
     """One node per step: the graph runs were checkpointed with before stages."""
     return [Stage(step.id, (step,)) for step in loaded.runbook.steps]

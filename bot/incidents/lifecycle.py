@@ -21,9 +21,15 @@ from bot.errors import UserInputError
 from bot.incidents.costing import read_gpu_hours
 from bot.incidents.gpu_hours import GpuHours
 from bot.incidents.mttr import TimestampOrderError, check_order, format_duration
-from bot.incidents.opening import OpenRequest, clamp_fired_at, log_opened, opening_events
+from bot.incidents.opening import (
+    OpenRequest,
+    clamp_fired_at,
+    log_opened,
+    opening_events,
+    record_many,
+)
 from bot.incidents.states import IncidentState, check_transition
-from bot.incidents.timeline import PINNED_BY_DEFAULT, EventKind, is_human_actor
+from bot.incidents.timeline import EventKind, is_human_actor
 from storage import incidents as store
 from storage.errors import IncidentAlreadyOpenError
 from storage.tables import Incident, TimelineEvent
@@ -68,19 +74,28 @@ def record(
     pinned: bool | None = None,
     run_id: str | None = None,
     step_id: str | None = None,
-) -> TimelineEvent:
-    """Append a timeline event; `pinned` defaults to whether the kind is in the curated story."""
-    return store.append_event(
+) -> None:
+    """Append a timeline event; `pinned` defaults to whether the kind is in the curated story.
+
+    One INSERT with no ORM object. The session is flushed first, as when the event was an ORM
+    row: the incident's pending change (and its row lock, bot/incidents/figures.py) comes before
+    the event that references it, and a clean session's flush does nothing."""
+    session.flush()
+    record_many(
         session,
-        incident_id=incident_id,
-        at=_aware(at, "at"),
-        kind=kind.value,
-        actor=actor,
-        summary=summary,
-        payload=payload,
-        pinned=kind in PINNED_BY_DEFAULT if pinned is None else pinned,
-        run_id=run_id,
-        step_id=step_id,
+        events=[
+            {
+                "incident_id": incident_id,
+                "kind": kind,
+                "at": at,
+                "actor": actor,
+                "summary": summary,
+                "payload": payload,
+                "pinned": pinned,
+                "run_id": run_id,
+                "step_id": step_id,
+            }
+        ],
     )
 
 
@@ -393,11 +408,11 @@ def add_note(
 ) -> TimelineEvent:
     """A person's note on the timeline (a human note also acknowledges the incident)."""
     mark_acknowledged(session, incident, at=at, actor=actor)
-    return record(
+    return store.append_event(  # the caller shows the new event: an ORM row with its id
         session,
         incident_id=_id(incident),
-        kind=EventKind.NOTE,
-        at=at,
+        at=_aware(at, "at"),
+        kind=EventKind.NOTE.value,
         actor=actor,
         summary=text,
         pinned=pinned,

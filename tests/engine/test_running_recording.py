@@ -1,14 +1,15 @@
 """How a run's progress reaches the database: one transaction per super-step, the super-steps
-of reads, checks and proposals going with the next one.
+of proposals, and of reads followed by checks alone, going with the next one.
 
-Covers: a run that stops at its approval commits once for its start, once for its gathers,
-checks and verdict, once for its evidence snapshot, once for its proposals and the approval,
-and once for its work row, however many steps a super-step holds; `on_step` is
-called once per step, in the order the timeline records them, and only once the step's records
-are committed (its timeline event, and for the localize step the verdict and `diagnosed_at`);
-the timeline keeps its order (steps, then the approval request and the state change); the
-approval's checkpoint is written by the time the run reports it waits, so a new engine on the
-same files resumes it, even with the first process still up (it never closed its saver).
+Covers: a run that stops at its approval commits once for its start, once for its gathers
+with the check that follows them, once for its verdict, once for its evidence snapshot, once
+for its proposals and the approval, and once for its work row, however many steps a
+super-step holds; `on_step` is called once per step, in the order the timeline records them,
+and only once the step's records are committed (its timeline event, and for the localize step
+the verdict and `diagnosed_at`); the timeline keeps its order (steps, then the approval request
+and the state change); the approval's checkpoint is written by the time the run reports it
+waits, so a new engine on the same files resumes it, even with the first process still up (it
+never closed its saver).
 """
 
 from __future__ import annotations
@@ -128,9 +129,10 @@ def test_a_run_commits_once_per_super_step_whatever_its_step_count(
     assert outcome.status == "awaiting_approval"
     assert len(outcome.steps) == gathers + 3
     # start (the run and its claimed work row), then one per super-step: the gathers (however
-    # many), the check, localize, the evidence snapshot of the verdict, propose with the
-    # approval (proposals are recorded with the next super-step), then the work row done
-    assert commits[0] == 7
+    # many) with the check that alone follows them, localize, the evidence snapshot of the
+    # verdict, propose with the approval (proposals are recorded with the next super-step),
+    # then the work row done
+    assert commits[0] == 6
 
 
 def test_on_step_sees_each_step_committed_in_timeline_order(rt: Runtime) -> None:

@@ -5,7 +5,10 @@ generated step graphs and every shipped runbook); each step is in one node; only
 decisions are grouped; a stage's outputs come back in step order, its reads run concurrently,
 and a member's error fails the stage once the others have finished; a run that waited for its
 approval on the graph of one node per step (before stages) resumes on that graph and runs its
-verification, while a new run goes on the staged one.
+verification, while a new run goes on the staged one. A super-step's records wait for the
+next one's only when that one is checks alone (never a read, a verdict or a person), on
+generated step graphs and the shipped runbooks; when those checks fail, the reads are on the
+timeline all the same.
 """
 
 from __future__ import annotations
@@ -20,12 +23,25 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.config import Settings
-from bot.engine import stages
+from bot.engine import compiling, stages
 from bot.engine.loading import LoadedRunbook
 from bot.engine.schema import StepKind
-from bot.engine.stages import checkpointed_per_step, depths, make_stage_node, plan_stages
+from bot.engine.stages import (
+    checkpointed_per_step,
+    depths,
+    followed_by_decisions,
+    make_stage_node,
+    plan_stages,
+)
 from bot.wiring.runtime import Runtime, open_runtime
-from tests.engine.runbook_helpers import NODE, open_incident, start
+from tests.engine.runbook_helpers import (
+    NODE,
+    ecc_runbook,
+    incident_record,
+    load,
+    open_incident,
+    start,
+)
 
 KINDS = list(StepKind)
 
@@ -88,6 +104,58 @@ def test_the_shipped_runbooks_run_their_reads_and_decisions_as_stages(rt: Runtim
     assert ecc["stage-1"] == ["dbe", "sbe", "remap_failure", "remap_pending", "remapped", "xid",
                               "kernel", "node_state", "dcgm_up"]  # fmt: skip
     assert "where" in ecc and "fix" in ecc and "approval" in ecc
+
+
+@settings(max_examples=300, deadline=None)
+@given(step_graphs())
+def test_records_wait_only_for_a_super_step_of_checks_alone(loaded: Any) -> None:
+    depth = depths(loaded)
+    at: dict[int, list[Any]] = {}
+    for step in loaded.runbook.steps:
+        at.setdefault(depth[step.id], []).append(step)
+    reads_or_checks = {StepKind.SIGNAL, StepKind.CLUSTER, StepKind.CHECK}
+    for level, steps in at.items():
+        waits = followed_by_decisions(loaded, [s.id for s in steps])
+        following = at.get(level + 1, [])
+        expected = (
+            all(s.kind in reads_or_checks for s in steps)
+            and bool(following)
+            and all(s.kind is StepKind.CHECK for s in following)
+        )
+        assert waits == expected, (level, [s.kind for s in steps], [s.kind for s in following])
+    assert not followed_by_decisions(loaded, [])
+
+
+def test_the_ecc_storm_reads_are_recorded_with_its_checks_and_the_checks_alone(
+    rt: Runtime,
+) -> None:
+    loaded = rt.catalog.get("ecc-storm")
+    by_depth: dict[int, list[str]] = {}
+    for step_id, level in depths(loaded).items():
+        by_depth.setdefault(level, []).append(step_id)
+    assert followed_by_decisions(loaded, by_depth[1])  # the gathers: checks alone follow
+    assert not followed_by_decisions(loaded, by_depth[2])  # the checks: localize reads next
+    assert not followed_by_decisions(loaded, by_depth[1] + by_depth[2])  # not one super-step
+
+
+def test_reads_waiting_for_checks_that_fail_are_on_the_timeline(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken_check(step: Any, _loaded: Any) -> Any:
+        def node(state: Any, runtime: Any) -> dict[str, Any]:  # LangGraph reads these names
+            raise RuntimeError(f"check {step.id} broke")
+
+        return node
+
+    monkeypatch.setitem(compiling._FACTORIES, StepKind.CHECK, broken_check)
+    loaded = load(rt, ecc_runbook("broken-check", policy={}), file="tests/broken-check.yaml")
+    incident_id = open_incident(rt, loaded)
+    with pytest.raises(RuntimeError, match="check storm broke"):
+        start(rt, loaded, incident_id=incident_id)
+    _incident, events = incident_record(rt, incident_id)
+    kinds = {e.step_id: e.kind for e in events if e.step_id}
+    assert kinds["dbe"] == "step_completed"  # the read, recorded although its check failed
+    assert "storm" not in kinds
 
 
 def member(kind: StepKind, step_id: str, fn: Any) -> tuple[Any, Any]:
