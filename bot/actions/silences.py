@@ -18,8 +18,7 @@ from integrations.cluster import Outcome
 from integrations.errors import IntegrationError
 from integrations.names import check_node_name
 from storage import actions as action_store
-from storage import runs as run_store
-from storage.db import session_scope
+from storage.db import read_scope
 
 
 def silence(ctx: ActionContext, target: str, params: Mapping[str, Any]) -> ActionResult:
@@ -63,15 +62,9 @@ def expire_incident_silences(
 ) -> list[tuple[str, bool]]:
     """Expire every silence the incident's runs created; one timeline note per silence, as
     (text, failed). A silence already gone is reported as such, never an error."""
-    with session_scope(db) as session:
-        runs = run_store.list_runs_for_incident(session, incident_id)
-        rows = [
-            row
-            for run in runs
-            for row in action_store.list_actions(session, run_id=run.id)
-            if row.action == "silence" and row.status == "succeeded"
-        ]
-    ids = [str(i) for row in rows for i in row.result.get("data", {}).get("silence_ids", [])]
+    with read_scope(db) as session:  # reads only: never the write lock
+        results = action_store.succeeded_results(session, incident_id=incident_id, action="silence")
+    ids = [str(i) for result in results for i in result.get("data", {}).get("silence_ids", [])]
     notes: list[tuple[str, bool]] = []
     for silence_id in dict.fromkeys(ids):
         try:
