@@ -131,7 +131,7 @@ def claim_work(
         .where(col(WorkItem.id) == work_id, *_claimable(at, due_by))
         .values(owner=owner, lease_expires_at=at + lease, attempts=col(WorkItem.attempts) + 1)
     )
-    if session.exec(statement).rowcount != 1:
+    if session.connection().execute(statement).rowcount != 1:  # Core: no ORM sync to do
         return None
     return session.get(WorkItem, work_id, populate_existing=True)  # one read, as updated
 
@@ -194,7 +194,7 @@ def finish_work(
             last_error=error,
         )
     )
-    return int(session.exec(statement).rowcount) == 1
+    return int(session.connection().execute(statement).rowcount) == 1  # Core: no ORM sync
 
 
 
@@ -288,5 +288,7 @@ def unpark(session: Session, *, incident_id: int, at: datetime) -> list[int]:
     )
     ids = [work_id for work_id in session.exec(parked) if work_id is not None]
     if ids:
-        session.exec(update(WorkItem).where(col(WorkItem.id).in_(ids)).values(due_at=at))
+        session.connection().execute(
+            update(WorkItem).where(col(WorkItem.id).in_(ids)).values(due_at=at)
+        )
     return ids
