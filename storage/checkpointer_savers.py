@@ -24,7 +24,7 @@ import builtins
 import logging
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,7 +65,9 @@ class BufferedWrites(BaseCheckpointSaver[Any]):
     A run's input checkpoint (`source: input`: the inputs, before any task ran), and the one
     after LangGraph applied them (`loop`, step 0), are held the same way and committed with the
     checkpoint of its first super-step: a crash before that one leaves no checkpoint, and the
-    run starts again from its inputs (its work row has them).
+    run starts again from its inputs (its work row has them). So is the checkpoint of a
+    super-step that ran only nodes the engine named for its thread (`hold_after`: reads whose
+    timeline records wait for the checks that follow them), until the thread's next one.
 
     Put first in the bases (`class S(BufferedWrites, SqliteSaver)`): `super()` is the saver that
     writes; the subclass says how one transaction spans several of its calls (`_transaction`).
@@ -74,7 +76,32 @@ class BufferedWrites(BaseCheckpointSaver[Any]):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._buffered: dict[str, builtins.list[_Held]] = {}
+        self._holdable: dict[str, frozenset[str]] = {}  # thread -> nodes (`hold_after`)
         self._buffer_lock = threading.Lock()
+
+    def hold_after(self, thread_id: str, nodes: Collection[str]) -> None:
+        """Hold the checkpoint of a super-step of `thread_id` that ran only `nodes` with the
+        thread's next checkpoint, as an input checkpoint is held; no `nodes`: hold none again
+        (the engine says so when the thread's stream ends)."""
+        with self._buffer_lock:
+            if nodes:
+                self._holdable[thread_id] = frozenset(nodes)
+            else:
+                self._holdable.pop(thread_id, None)
+
+    def _holds(self, thread_id: str) -> bool:
+        """Whether the super-step now checkpointed ran only nodes named by `hold_after`: the
+        nodes of the task writes held since the thread's last held checkpoint."""
+        with self._buffer_lock:
+            holdable = self._holdable.get(thread_id)
+            if not holdable:
+                return False
+            ran: set[str | None] = set()
+            for held in reversed(self._buffered.get(thread_id, [])):
+                if held.checkpoint is not None:
+                    break
+                ran.add(_node_of(held.task_path))
+        return bool(ran) and ran <= holdable
 
     def _hold(self, held: _Held) -> None:
         thread_id = str(held.config["configurable"]["thread_id"])
@@ -88,6 +115,8 @@ class BufferedWrites(BaseCheckpointSaver[Any]):
                 self._buffered.clear()
                 return taken
             return self._buffered.pop(thread_id, [])
+
+
 
     def _transaction(self) -> AbstractContextManager[None]:
         raise NotImplementedError
@@ -116,7 +145,7 @@ class BufferedWrites(BaseCheckpointSaver[Any]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         configurable = config["configurable"]
-        if _before_any_step(metadata):
+        if _before_any_step(metadata) or self._holds(str(configurable["thread_id"])):
             self._hold(
                 _Held(config, checkpoint=checkpoint, metadata=metadata, new_versions=new_versions)
             )
@@ -156,6 +185,7 @@ class BufferedWrites(BaseCheckpointSaver[Any]):
         return super().list(config, filter=filter, before=before, limit=limit)
 
     def delete_thread(self, thread_id: str) -> None:
+        self.hold_after(str(thread_id), ())
         self._take(str(thread_id))
         super().delete_thread(thread_id)
 
@@ -166,6 +196,23 @@ def _before_any_step(metadata: CheckpointMetadata) -> bool:
     before that one starts the run again from its inputs, as one before its input would)."""
     source, step = metadata.get("source"), metadata.get("step")
     return source == "input" or (source == "loop" and step == 0)
+
+
+def _node_of(task_path: str) -> str | None:
+    """The node a task ran, from its path as LangGraph passes it (`~__pregel_pull, <node>`);
+    None for any other task (a push, an input): such a super-step is never held."""
+    prefix = "~__pregel_pull, "
+    if not task_path.startswith(prefix):
+        return None
+    node, _, rest = task_path[len(prefix) :].partition(", ")
+    return node or None
+
+
+def hold_after(saver: BaseCheckpointSaver[Any], thread_id: str, nodes: Collection[str]) -> None:
+    """Name the nodes whose super-steps' checkpoints `saver` may hold for `thread_id` (a no-op
+    for savers that hold nothing)."""
+    if isinstance(saver, BufferedWrites):
+        saver.hold_after(thread_id, nodes)
 
 
 def flush_writes(saver: BaseCheckpointSaver[Any], thread_id: str) -> None:

@@ -46,7 +46,7 @@ from bot.engine.policies import policy_for
 from bot.engine.recording import Recorder, StepDone, recording
 from bot.engine.schema import StepKind
 from bot.engine.snapshotting import snapshot_verdicts
-from bot.engine.stages import checkpointed_per_step, followed_by_decisions
+from bot.engine.stages import checkpointed_per_step, followed_by_decisions, held_nodes
 from bot.engine.state import Deps, RunState
 from bot.engine.targets import check_node_exists
 from bot.engine.working import WorkQueue
@@ -57,7 +57,7 @@ from bot.limits import STORAGE_RETRY_BACKOFF_SECONDS
 from storage import approvals as approval_store
 from storage import incidents as incident_store
 from storage import runs as run_store
-from storage.checkpointer_savers import flush_writes
+from storage.checkpointer_savers import flush_writes, hold_after
 from storage.db import session_scope
 from storage.transient import RetryPolicy, retry_transient
 
@@ -109,6 +109,7 @@ class RunEngine:
         self.storage_retry = RetryPolicy(STORAGE_RETRY_BACKOFF_SECONDS)
         """How a run retries transient storage errors (bot/limits.py; tests shorten it)."""
         self._compiled: dict[tuple[str, bool], Any] = {}
+        self._held: dict[tuple[str, bool], frozenset[str]] = {}  # as `_compiled`, by graph
         self._shapes: dict[str, bool] = {}  # run id -> staged (bounded: SHAPES_KEPT)
         self._shapes_lock = threading.Lock()
         executors.share()  # one thread pool for every run's steps, not one per stream
@@ -124,6 +125,14 @@ class RunEngine:
             graph = build_graph(loaded, staged=staged)
             self._compiled[key] = graph.compile(checkpointer=self.checkpointer)
         return self._compiled[key]
+
+    def _held_nodes(self, loaded: LoadedRunbook, run_id: str) -> frozenset[str]:
+        """The nodes whose super-steps' checkpoints the saver may hold for the run
+        (`stages.held_nodes`), on the graph the run goes on."""
+        key = (loaded.name, self._staged(loaded, run_id))
+        if key not in self._held:
+            self._held[key] = held_nodes(loaded, staged=key[1])
+        return self._held[key]
 
     def _staged(self, loaded: LoadedRunbook, run_id: str) -> bool:
         with self._shapes_lock:
@@ -612,7 +621,7 @@ class RunEngine:
         they are in its checkpoint, and `_catch_up` records them then."""
         config = {"configurable": {"thread_id": run_id}}
         interrupts: list[Interrupt] = []
-        with self._flushing(run_id):
+        with self._flushing(run_id, self._held_nodes(loaded, run_id)):
             for mode, chunk in self._app(loaded, run_id).stream(
                 graph_input,
                 config,
@@ -650,19 +659,23 @@ class RunEngine:
         return interrupts
 
     @contextmanager
-    def _flushing(self, run_id: str) -> Iterator[None]:
-        """Commit the task writes the saver holds for the run when its stream stops: an
-        interrupt's (the approval, a timer) are on disk before it is recorded. After an error,
+    def _flushing(self, run_id: str, held: frozenset[str]) -> Iterator[None]:
+        """Let the saver hold the checkpoints of the run's super-steps of `held` nodes while
+        the stream runs (`stages.held_nodes`), and commit what it holds for the run when the
+        stream stops: an interrupt's writes are on disk before it is recorded. After an error,
         the finished tasks' writes are saved as before it; a storage error then must not hide
         the stream's own."""
+        hold_after(self.checkpointer, run_id, held)
         try:
             yield
         except BaseException:
+            hold_after(self.checkpointer, run_id, ())
             try:
                 flush_writes(self.checkpointer, run_id)
             except Exception:  # boundary: the stream's own error is the one to report
                 logger.warning("run %s: task writes not saved", run_id[:8], exc_info=True)
             raise
+        hold_after(self.checkpointer, run_id, ())
         flush_writes(self.checkpointer, run_id)
 
     def _finished(

@@ -106,6 +106,18 @@ def followed_by_decisions(loaded: LoadedRunbook, step_ids: Iterable[str]) -> boo
     return bool(following) and all(kind in DECIDES_ONLY for kind in following)
 
 
+def held_nodes(loaded: LoadedRunbook, *, staged: bool) -> frozenset[str]:
+    """The nodes (of the staged graph, or of the one node per step) whose super-step's
+    checkpoint may wait for the next one: those whose steps `followed_by_decisions`. A
+    super-step is held only when every node it ran is one of these, so its records wait too
+    (bot/engine/running.py), and a crash before the next checkpoint runs it again with nothing
+    of it on the timeline."""
+    nodes = plan_stages(loaded) if staged else per_step(loaded)
+    return frozenset(
+        node.name for node in nodes if followed_by_decisions(loaded, [s.id for s in node.steps])
+    )
+
+
 def per_step(loaded: LoadedRunbook) -> list[Stage]:
     """One node per step: the graph runs were checkpointed with before stages."""
     return [Stage(step.id, (step,)) for step in loaded.runbook.steps]

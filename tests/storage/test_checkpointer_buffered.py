@@ -6,7 +6,9 @@ standing for another process: task writes, an input checkpoint and the one with 
 applied (step 0) are not on disk until the thread's next checkpoint, which brings them in the
 same commit; a read of the thread in the holding saver (`get_tuple`, `list`), `flush` and
 `close` put them on disk too; a held write is kept per thread (one thread's checkpoint does
-not carry another's); `delete_thread` drops them.
+not carry another's); `delete_thread` drops them. The checkpoint of a super-step that ran only
+nodes named by `hold_after` waits for the thread's next one (not one that also ran another
+node, nor once the engine names none).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, Checkpoint, empty_checkpoint
 
 from storage.checkpointer import make_checkpointer
-from storage.checkpointer_savers import BufferedWrites, flush_writes
+from storage.checkpointer_savers import BufferedWrites, flush_writes, hold_after
 
 Opener = Callable[[], AbstractContextManager[BaseCheckpointSaver[Any]]]
 
@@ -111,3 +113,37 @@ def test_flush_and_close_put_what_is_held_on_disk_per_thread(open_saver: Opener)
             holding.delete_thread("run-2")
         assert writes_seen(other, "run-1", one) == [1, 3]  # closing flushed it
         assert other.get_tuple(config("run-2")) is None
+
+
+def pull(node: str) -> str:
+    """A task's path as LangGraph passes it for a node's task."""
+    return f"~__pregel_pull, {node}"
+
+
+def test_a_super_step_of_named_nodes_waits_for_the_next_checkpoint(
+    savers: tuple[BaseCheckpointSaver[Any], BaseCheckpointSaver[Any]],
+) -> None:
+    holding, other = savers
+    hold_after(holding, "run-1", {"stage-1"})
+    applied = put(holding, "run-1", None, "loop", 0)
+    holding.put_writes(config("run-1", applied), [("reads", 1)], "task-a", pull("stage-1"))
+    gathered = put(holding, "run-1", applied, "loop", 1)
+    assert other.get_tuple(config("run-1")) is None  # the reads' checkpoint is held
+    holding.put_writes(config("run-1", gathered), [("checks", 2)], "task-b", pull("stage-2"))
+    checked = put(holding, "run-1", gathered, "loop", 2)
+    latest = other.get_tuple(config("run-1"))  # both, in one commit
+    assert latest is not None and latest.config["configurable"]["checkpoint_id"] == checked
+    assert writes_seen(other, "run-1", applied) == [1]
+    assert writes_seen(other, "run-1", gathered) == [2]
+    # a super-step that also ran another node is not held
+    holding.put_writes(config("run-1", checked), [("reads", 3)], "task-c", pull("stage-1"))
+    holding.put_writes(config("run-1", checked), [("fix", 4)], "task-d", pull("fix"))
+    mixed = put(holding, "run-1", checked, "loop", 3)
+    found = other.get_tuple(config("run-1"))
+    assert found is not None and found.config["configurable"]["checkpoint_id"] == mixed
+    # once the engine names none (its stream ended), nothing is held
+    hold_after(holding, "run-1", ())
+    holding.put_writes(config("run-1", mixed), [("reads", 5)], "task-e", pull("stage-1"))
+    last = put(holding, "run-1", mixed, "loop", 4)
+    found = other.get_tuple(config("run-1"))
+    assert found is not None and found.config["configurable"]["checkpoint_id"] == last
