@@ -185,7 +185,8 @@ class Selection:
         joins = zip(spec.joins, self._joins, strict=True)
         indexes = [_index(join, tracks, at=grid.end) for join, tracks in joins]
         quantile = spec.fn == "quantile"
-        values: dict[Group, list[float]] = {}
+        values: dict[Group, float] = {}
+        shared_by: dict[Group, list[float]] = {}
         buckets: dict[Group, dict[float, float]] = {}
         shared: dict[tuple[Effect, ...], Column] = {}
         once: dict[tuple[Effect, ...], tuple[float, float] | None] = {}
@@ -214,18 +215,21 @@ class Selection:
                 le = float(labels.get("le", "nan"))
                 per_le[le] = per_le.get(le, 0.0) + value
                 continue
-            found = values.get(key)
-            if found is None:
-                values[key] = [value]
+            if key in values:  # a second series of the identity: combined below
+                shared_by.setdefault(key, [values[key]]).append(value)
             else:
-                found.append(value)
+                values[key] = value  # the usual one series per identity, without a list
         if quantile:
             q = spec.quantile or 0.5
             return {key: histogram_quantile(q, per_le) for key, per_le in buckets.items()}
         combine, single = AGGREGATE[spec.agg], spec.agg != "count"
+        if single and not shared_by:
+            return dict(values)
         return {
-            key: found[0] if single and len(found) == 1 else combine(found)
-            for key, found in values.items()
+            key: combine(shared_by[key])
+            if key in shared_by
+            else (value if single else combine([value]))
+            for key, value in values.items()
         }
 
     def _shared(self, i: int, shared: dict[tuple[Effect, ...], Column]) -> Column:

@@ -58,8 +58,9 @@ class SimTelemetry:
             self.queries += 1
         wanted = self._nodes(spec, query)
         found = self._select(spec, query, wanted).at_one(self.fleet.offset(self.fleet.now()))
+        scale = spec.scale
         samples = [
-            Sample(node=node, value=value * spec.scale, labels=dict(labels))
+            Sample(node, value * scale, dict(labels))
             for (node, labels), value in found.items()
             if value is not None
         ]

@@ -334,8 +334,16 @@ def _reduce(fn: str, values: list[float], *, seconds: float) -> tuple[float, flo
 
 def _evaluate_linear(track: Track, fn: str, *, grid: SampleGrid) -> tuple[float, float]:
     """Closed forms for a track with no effects (the healthy majority)."""
-    if fn == "rate":  # the common case, without a list
-        return track.slope, track.base + track.slope * grid.end
+    base, slope = track.base, track.slope
+    last = base + slope * grid.end
+    if fn == "rate":  # the common cases, without a list (the same arithmetic as below)
+        return slope, last
+    if fn == "last":
+        return last, last
+    if fn == "max_over_time":
+        return max(base + slope * grid.start, last), last
+    if fn == "min_over_time":
+        return min(base + slope * grid.start, last), last
     return evaluate_linear(track, fn, grids=(grid,))[0]
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import repeat
+from operator import sub
 
 #: A sample deviating from the median by more than this fraction of it may be an outlier.
 OUTLIER_RATIO = 0.15
@@ -51,15 +53,26 @@ def find_outliers(
     σ̂ is the median absolute deviation scaled to a standard deviation, so one straggler among
     many peers does not widen the band that finds it.
     """
-    center = median(values)
-    if center is None or len(values) < 3:
+    band = outlier_band(values, ratio=ratio, mads=mads)
+    if band is None:
         return Outliers(low=(), high=(), threshold=0.0)
-    deviations = [abs(v - center) for v in values]
-    mad = median(deviations) or 0.0
-    threshold = max(mads * _MAD_TO_SIGMA * mad, ratio * abs(center), _EPSILON)
+    center, threshold = band
     low = tuple(i for i, v in enumerate(values) if v < center - threshold)
     high = tuple(i for i, v in enumerate(values) if v > center + threshold)
     return Outliers(low=low, high=high, threshold=threshold)
+
+
+def outlier_band(
+    values: Sequence[float], *, ratio: float = OUTLIER_RATIO, mads: float = OUTLIER_MADS
+) -> tuple[float, float] | None:
+    """(median, threshold) of `find_outliers`: a sample is an outlier when it is below
+    `median - threshold` or above `median + threshold`. None for fewer than 3 values."""
+    center = median(values)
+    if center is None or len(values) < 3:
+        return None
+    deviations = list(map(abs, map(sub, values, repeat(center))))  # |v - center|, in C
+    mad = median(deviations) or 0.0
+    return center, max(mads * _MAD_TO_SIGMA * mad, ratio * abs(center), _EPSILON)
 
 
 @dataclass(frozen=True)

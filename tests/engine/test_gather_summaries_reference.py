@@ -4,7 +4,10 @@ Covers: on generated readings (nodes with fewer samples than their peers, GPUs a
 named `node` or `value`, kept labels, negative and fractional values, bitmask signals, missing
 nodes), `summarize_signal` equals the reference kept below as it was before issue 21 item 2,
 key for key and in the same order; so do `_sparse_nodes` and `_gone` as the signal node calls
-them on held samples.
+them on held samples. On generated fleets (up to 60 nodes of up to 8 GPUs, GPUs gone, samples
+without a `gpu` label or with a `node` label, values mostly tied, 0.0 beside -0.0, NaN, huge
+values; shuffled), the summary ranking only what it shows (issue 21 item 1) has the old
+summary's repr, to the bit.
 """
 
 from __future__ import annotations
@@ -188,3 +191,56 @@ def test_the_summary_is_what_the_old_summary_was(
 def test_sparse_nodes_and_gone_gpus_are_what_they_were(found: list[Sample]) -> None:
     assert _sparse_nodes(found) == old_sparse_nodes(found)
     assert _gone(found) == old_gone(found)
+
+
+# --- fleets: many nodes, GPUs and ties, read in any order ---------------------------------------
+
+FLEET_VALUES = [0.0, -0.0, 1.0, 48.0, 79.0, -3.0, 0.5, 136.0, 1e300, -1e300, float("nan")]
+
+
+@st.composite
+def fleet_reads(draw: st.DrawFn) -> list[Sample]:
+    """A fleet's read: up to 60 nodes of up to 8 GPUs (some GPUs gone, some samples without a
+    `gpu` label, some with a `node` label), values mostly from a few (ties, both zeros, NaN
+    now and then), in a shuffled order."""
+    nan = draw(st.booleans()) and draw(st.booleans())
+    pool = FLEET_VALUES if nan else FLEET_VALUES[:-1]
+    value = st.one_of(st.sampled_from(pool), st.floats(-1e3, 1e3, allow_nan=False))
+    found: list[Sample] = []
+    for n in range(draw(st.integers(0, 60))):
+        node = f"gpu-node-{n:03d}"
+        driver = draw(st.sampled_from(["550.54.15", "550.54.15", "535.104.05"]))
+        for gpu in range(draw(st.sampled_from([8, 8, 8, 7, 1, 0]))):
+            labels = {"gpu": str(gpu), "DCGM_FI_DRIVER_VERSION": driver}
+            if draw(st.integers(0, 30)) == 0:
+                labels = draw(st.sampled_from([{}, {"node": "gpu-node-999"}, {"device": "x"}]))
+            found.append(Sample(node, draw(value), labels))
+    return draw(st.permutations(found))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    found=fleet_reads(),
+    keep=st.sampled_from([(), ("DCGM_FI_DRIVER_VERSION",), ("gpu", "DCGM_FI_DRIVER_VERSION")]),
+    bitmask=st.booleans(),
+)
+def test_a_fleets_summary_is_what_the_old_summary_was_to_the_bit(
+    found: list[Sample], keep: tuple[str, ...], bitmask: bool
+) -> None:
+    """repr, not ==: -0.0 and 0.0 must land where they did, and NaN must match NaN (a NaN
+    bitmask fails both, as int(nan) does)."""
+    result = SignalResult(signal="s", samples=tuple(found), missing_nodes=("gpu-node-500",))
+    kwargs: dict[str, Any] = {"nodes": ["gpu-node-000"], "window": timedelta(minutes=15),
+                              "keep_labels": keep, "bitmask": bitmask}  # fmt: skip
+    new, old = (
+        outcome(summarize_signal, result, kwargs),
+        outcome(old_summarize_signal, result, kwargs),
+    )
+    assert new == old
+
+
+def outcome(summarize: Any, result: SignalResult, kwargs: dict[str, Any]) -> str:
+    try:
+        return repr(summarize(result, **kwargs))
+    except ValueError as exc:
+        return f"ValueError: {exc}"

@@ -11,14 +11,15 @@ from the median (`low_outliers`/`high_outliers` and their nodes), per-label spre
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
+from operator import attrgetter
 from typing import Any
 
 from langgraph.runtime import Runtime
 
 from bot.diagnosis.logs import classify_text
-from bot.diagnosis.spread import OUTLIER_RATIO, find_outliers, label_spread, median
+from bot.diagnosis.spread import OUTLIER_RATIO, label_spread, median, outlier_band
 from bot.engine.deadlines import StepDeadlineExceeded, within_deadline
 from bot.engine.loading import LoadedRunbook
 from bot.engine.schema import Step
@@ -35,9 +36,11 @@ from bot.engine.steps.common import (
 )
 from bot.engine.steps.freshness import Freshened, drop_held_values, stale_summary
 from bot.engine.steps.log_age import aged_split
+from bot.engine.steps.ranking import Ranking
 from integrations.errors import ClusterError, NodeNotFound, TelemetryUnavailable
 from integrations.telemetry import Sample, SignalQuery, SignalResult
 
+_node_of = attrgetter("node")
 NodeFn = Callable[[RunState, Runtime[Deps]], dict[str, Any]]
 MAX_SAMPLES = 64
 #: Bits decoded from a bitmask signal: DCGM's clock-event reasons use 0x1 .. 0x100.
@@ -55,55 +58,73 @@ def summarize_signal(
     bitmask: bool = False,
 ) -> dict[str, Any]:
     """Turn a SignalResult into the JSON-safe summary expressions read. A `bitmask` signal
-    (unit `bitmask`, e.g. clock-event reasons) also gets `bit_nodes`: bit -> nodes with it set."""
-    samples = sorted(result.samples, key=lambda s: (-s.value, s.node))
-    values = [s.value for s in samples]
-    missing = not samples
-    over_zero = [s for s in samples if s.value > 0]
-    sparse = _sparse_nodes(samples)
+    (unit `bitmask`, e.g. clock-event reasons) also gets `bit_nodes`: bit -> nodes with it set.
+
+    Samples are listed highest value first, ties by node (see steps.ranking: only the listed
+    ones are put in that order); every node set is built from the samples as read."""
+    read = result.samples
+    ranking = Ranking(read)
+    values = ranking.ranked_values()
+    top = ranking.first(MAX_SAMPLES)
+    per_node = Counter(map(_node_of, read))
+    over_zero_nodes = {s.labels.get("node", s.node) for s in read if s.value > 0}
+    sparse = _sparse_of(per_node, order=ranking.nodes)
     summary: dict[str, Any] = {
         "signal": result.signal,
         "nodes": nodes,
         "window": format_window(window),
-        "count": len(samples),
+        "count": len(read),
         "max": max(values) if values else None,
         "min": min(values) if values else None,
         "sum": sum(values) if values else None,
         "median": median(values),
-        "any": (len(over_zero) > 0) if values else None,
-        "argmax": _sample_dict(samples[0]) if samples else {},
-        "argmin": _sample_dict(samples[-1]) if samples else {},
-        "over_zero": [_sample_dict(s) for s in over_zero[:MAX_SAMPLES]],
+        "any": (len(over_zero_nodes) > 0) if values else None,
+        "argmax": _sample_dict(top[0]) if top else {},
+        "argmin": _sample_dict(ranking.last()) if read else {},
+        "over_zero": [_sample_dict(s) for s in ranking.first_above(0.0, MAX_SAMPLES)],
         # a sample's dict lets a `node` label stand for the node, and so do these names
-        "over_zero_nodes": sorted({s.labels.get("node", s.node) for s in over_zero}),
-        "zero_nodes": sorted({s.node for s in samples if s.value <= 0}),
-        "present_nodes": sorted({s.node for s in samples}),
+        "over_zero_nodes": sorted(over_zero_nodes),
+        "zero_nodes": sorted({s.node for s in read if s.value <= 0}),
+        "present_nodes": sorted(per_node),
         "sparse_nodes": sparse,
-        "gone": _gone(samples, sparse=sparse),
-        "samples": [_sample_dict(s) for s in samples[:MAX_SAMPLES]],
-        "missing": missing,
+        "gone": _gone(read, sparse=sparse),
+        "samples": [_sample_dict(s) for s in top],
+        "missing": not read,
         "missing_nodes": list(result.missing_nodes),
         "queries": result.queries,
-        **_outliers(samples, ratio=outlier_ratio),
-        **_label_spreads(samples, keep_labels),
-        **({"bit_nodes": _bit_nodes(samples)} if bitmask else {}),
+        **_outliers(ranking, ratio=outlier_ratio),
+        **_label_spreads(ranking, keep_labels),
+        **({"bit_nodes": _bit_nodes(read)} if bitmask else {}),
     }
     if error:
         summary["error"] = error
     return summary
 
 
-def _sparse_nodes(samples: list[Sample]) -> list[str]:
+def _sparse_nodes(samples: Sequence[Sample]) -> list[str]:
     """Nodes with fewer samples than most nodes have: a GPU or port gone from the exporter
     (fallen off the bus) while the rest of the node still reports."""
-    per_node = Counter(s.node for s in samples)
+    per_node = Counter(map(_node_of, samples))
+    return _sparse_of(per_node, order=lambda: list(per_node))
+
+
+def _sparse_of(per_node: Counter[str], *, order: Callable[[], list[str]]) -> list[str]:
+    """`_sparse_nodes` from each node's sample count. When counts tie for the most usual, the
+    usual one is the count of the first node in `order` (called only then) that has one."""
     if not per_node:
         return []
-    usual = Counter(per_node.values()).most_common(1)[0][0]
+    frequency = Counter(per_node.values())
+    most = max(frequency.values())
+    tied = {count for count, times in frequency.items() if times == most}
+    usual = (
+        next(iter(tied))
+        if len(tied) == 1
+        else next(per_node[n] for n in order() if per_node[n] in tied)
+    )
     return sorted(n for n, count in per_node.items() if count < usual)
 
 
-def _gone(samples: list[Sample], *, sparse: list[str] | None = None) -> list[dict[str, str]]:
+def _gone(samples: Sequence[Sample], *, sparse: list[str] | None = None) -> list[dict[str, str]]:
     """On each sparse node (`sparse`, when already known), the GPUs (`gpu` label) or HCAs
     (`device`) the other nodes report and it does not: `[{node, gpu}]` for the GPU that fell
     off the bus."""
@@ -126,11 +147,15 @@ def _gone(samples: list[Sample], *, sparse: list[str] | None = None) -> list[dic
     return gone[:MAX_SAMPLES]
 
 
-def _outliers(samples: list[Sample], *, ratio: float) -> dict[str, Any]:
+def _outliers(ranking: Ranking, *, ratio: float) -> dict[str, Any]:
     """Samples far below / above the median, and the nodes they are on (see diagnosis.spread)."""
-    found = find_outliers([s.value for s in samples], ratio=ratio)
-    low = [samples[i] for i in reversed(found.low)]  # furthest from the median first
-    high = [samples[i] for i in found.high]
+    band = outlier_band(ranking.ranked_values(), ratio=ratio)
+    low: list[Sample] = []
+    high: list[Sample] = []
+    if band is not None:
+        center, threshold = band
+        low = ranking.below(center - threshold)[::-1]  # furthest from the median first
+        high = ranking.above(center + threshold)
     return {
         "low_outliers": [_sample_dict(s) for s in low[:MAX_SAMPLES]],
         "low_outlier_nodes": sorted({s.node for s in low}),
@@ -139,18 +164,16 @@ def _outliers(samples: list[Sample], *, ratio: float) -> dict[str, Any]:
     }
 
 
-def _label_spreads(samples: list[Sample], labels: tuple[str, ...]) -> dict[str, Any]:
+def _label_spreads(ranking: Ranking, labels: tuple[str, ...]) -> dict[str, Any]:
     """For each kept label: its distinct values, the majority value, the nodes that differ,
-    and each node's value (from the node's first sample, in `samples`' order), for cross-node
+    and each node's value (from the node's first sample in rank order), for cross-node
     correlation."""
     if not labels:
         return {}
-    first: dict[str, dict[str, str]] = {}
-    for sample in samples:
-        if sample.node not in first:
-            first[sample.node] = sample.labels
+    first = ranking.leaders()
     node_labels = {
-        node: {k: found[k] for k in labels if k in found} for node, found in sorted(first.items())
+        node: {k: found[k] for k in labels if k in found}
+        for node, found in sorted((node, s.labels) for node, s in first.items())
     }
     distinct, majority, minority = {}, {}, {}
     for label in labels:
@@ -166,7 +189,7 @@ def _label_spreads(samples: list[Sample], labels: tuple[str, ...]) -> dict[str, 
     }
 
 
-def _bit_nodes(samples: list[Sample]) -> dict[str, list[str]]:
+def _bit_nodes(samples: Sequence[Sample]) -> dict[str, list[str]]:
     """For each of the 9 low bits (0x1 .. 0x100, every key always present so a check can index
     it), the nodes where some sample has it set."""
     by_value: dict[int, set[str]] = {}  # a fleet's samples take few distinct values
