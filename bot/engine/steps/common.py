@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from functools import lru_cache
 from typing import Any
 
 from bot.engine.loading import LoadedRunbook
@@ -44,7 +45,14 @@ def target_nodes(loaded: LoadedRunbook, step: Step, state: RunState) -> list[str
         rendered = inputs.get("nodes") or inputs.get("node") or ""
     if str(rendered).strip() == ALL_NODES:
         return []
-    return expand_nodes(str(rendered)) if rendered else []
+    return list(_expanded(str(rendered))) if rendered else []
+
+
+@lru_cache(maxsize=64)
+def _expanded(spec: str) -> tuple[str, ...]:
+    """`expand_nodes`, once per spec: every gather step of a storm's run reads the same list of
+    thousands of members, checked name by name (an invalid spec raises each time)."""
+    return tuple(expand_nodes(spec))
 
 
 def fleet_wide(loaded: LoadedRunbook, step: Step, state: RunState) -> bool:
