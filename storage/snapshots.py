@@ -12,9 +12,12 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import bindparam
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, col, select
 
-from storage.tables import EvidenceSnapshot
+from storage.db import translate
+from storage.tables import EvidenceSnapshot, Incident
 
 _TABLE = EvidenceSnapshot.__table__  # type: ignore[attr-defined]
 _STORED = select(_TABLE.c.id).where(
@@ -59,6 +62,28 @@ def save_snapshot(
         return int(stored)
     row = {"incident_id": incident_id, "run_id": run_id, "signal": signal} | values
     return int(connection.execute(_INSERT, row).scalar_one())
+
+
+_INCIDENTS = Incident.__table__  # type: ignore[attr-defined]
+_ANCHOR = select(_INCIDENTS.c.fired_at, _INCIDENTS.c.detected_at).where(
+    _INCIDENTS.c.id == bindparam("incident_id")
+)
+
+
+def snapshot_anchor(engine: Engine, *, incident_id: int) -> datetime | None:
+    """When the incident fired (else when it was detected): where a snapshot's window starts,
+    less its margin; None for no such incident or neither time. One read of one column on a
+    connection of its own that commits nothing (before the telemetry read: no lock held)."""
+    try:
+        with engine.connect() as connection:
+            found = connection.execute(_ANCHOR, {"incident_id": incident_id}).first()
+    except SQLAlchemyError as err:
+        raise translate(err, engine=engine) from err
+    if found is None:
+        return None
+    fired, detected = found
+    anchor: datetime | None = fired or detected
+    return anchor
 
 
 def list_snapshots(session: Session, *, incident_id: int) -> list[EvidenceSnapshot]:

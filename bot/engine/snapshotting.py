@@ -21,7 +21,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.engine import Engine
-from sqlmodel import Session
 
 from bot.engine.recording import StepDone
 from bot.engine.state import Deps
@@ -30,7 +29,6 @@ from bot.incidents.timeline import EventKind
 from integrations.durations import parse_duration
 from integrations.signals import SignalCatalog
 from integrations.telemetry import SeriesPoints, SignalQuery
-from storage import incidents as incident_store
 from storage import snapshots as snapshot_store
 from storage.db import session_scope
 
@@ -230,9 +228,8 @@ def _pool_names(deps: Deps, culprits: Sequence[str], *, count: int) -> list[str]
 def _read_and_store(
     *, deps: Deps, db: Engine, done: StepDone, plan: SnapshotPlan, refresh: bool = False
 ) -> None:
-    with Session(db) as session:  # a read: nothing to commit (one commit per snapshot, below)
-        incident = incident_store.get_incident(session, done.incident_id)
-        anchor = (incident.fired_at or incident.detected_at) if incident else None
+    # a read of two columns: nothing to commit (one commit per snapshot, below)
+    anchor = snapshot_store.snapshot_anchor(db, incident_id=done.incident_id)
     if len(plan.peers) < PEERS:  # the runbook read only the target: borrow pool members
         taken = plan.culprits + plan.peers  # read enough that PEERS remain without them
         names = _pool_names(deps, plan.culprits, count=PEERS + len(taken))

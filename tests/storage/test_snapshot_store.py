@@ -3,7 +3,8 @@
 Aspects: a snapshot is stored with its range, onset and series exactly as given (the JSON reads
 back equal); a second save of the same run and signal keeps the first one; a save with
 `replace` gives that one row the new range and series; another signal of the same run is a row
-of its own.
+of its own; a snapshot's anchor is when its incident fired, else when it was detected (in
+UTC on both backends), None for no such incident.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from storage import snapshots
+from storage import incidents, snapshots
 from storage.db import session_scope
 from tests.storage.conftest import T0, IncidentFactory
 
@@ -63,3 +64,19 @@ def test_a_snapshot_is_kept_once_per_run_and_signal_and_replaced_on_request(
     assert latest is not None and latest.id == first
     assert (latest.series, latest.end, latest.onset_at) == (later, T0 + timedelta(hours=1), None)
     assert rows["gpu.xid"].series == SERIES
+
+
+def test_the_anchor_is_when_the_incident_fired_else_when_it_was_detected(
+    engine: Engine, make_incident: IncidentFactory
+) -> None:
+    fired, detected = make_incident("gpu-node-03"), make_incident("gpu-node-04")
+    with session_scope(engine) as session:
+        row = incidents.get_incident(session, fired)
+        assert row is not None
+        row.fired_at = T0 - timedelta(minutes=7)
+        unfired = incidents.get_incident(session, detected)
+        assert unfired is not None
+        unfired.fired_at, unfired.detected_at = None, T0 + timedelta(seconds=3)
+    assert snapshots.snapshot_anchor(engine, incident_id=fired) == T0 - timedelta(minutes=7)
+    assert snapshots.snapshot_anchor(engine, incident_id=detected) == T0 + timedelta(seconds=3)
+    assert snapshots.snapshot_anchor(engine, incident_id=10**6) is None
