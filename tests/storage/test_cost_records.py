@@ -2,8 +2,8 @@
 on SQLite and PostgreSQL.
 
 Aspects: an incident's actions read as five columns are its `list_actions` rows in claim order,
-field for field, read in the session that wrote them; its events of one kind are its `list_events` rows of that kind in time
-order, payload for payload, and no other incident's.
+field for field, read in the session that wrote them; its events of one kind are its
+`list_events` rows of that kind in time order, payload for payload, and no other incident's.
 """
 
 from __future__ import annotations
