@@ -11,9 +11,20 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import bindparam
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, col, select
 
-from storage.tables import EvidenceSnapshot
+from storage.db import translate
+from storage.tables import EvidenceSnapshot, Incident
+
+_TABLE = EvidenceSnapshot.__table__  # type: ignore[attr-defined]
+_STORED = select(_TABLE.c.id).where(
+    _TABLE.c.run_id == bindparam("run_id"), _TABLE.c.signal == bindparam("signal")
+)
+_INSERT = _TABLE.insert().returning(_TABLE.c.id)
+_REPLACE = _TABLE.update().where(_TABLE.c.id == bindparam("stored_id"))
 
 
 def save_snapshot(
@@ -29,37 +40,50 @@ def save_snapshot(
     series: Sequence[dict[str, Any]],
     taken_at: datetime,
     replace: bool = False,
-) -> EvidenceSnapshot:
-    """Store a snapshot, or return the one this run already stored for `signal` (`replace`:
-    give that one the new range and series: the read again after the verification)."""
-    existing = session.exec(
-        select(EvidenceSnapshot).where(
-            EvidenceSnapshot.run_id == run_id, EvidenceSnapshot.signal == signal
-        )
-    ).first()
-    if existing is not None and not replace:
-        return existing
-    if existing is not None:
-        existing.start, existing.end, existing.step_seconds = start, end, step_seconds
-        existing.onset_at, existing.series = onset_at, [dict(s) for s in series]
-        existing.taken_at = taken_at
-        session.add(existing)
-        session.flush()
-        return existing
-    row = EvidenceSnapshot(
-        incident_id=incident_id,
-        run_id=run_id,
-        signal=signal,
-        start=start,
-        end=end,
-        step_seconds=step_seconds,
-        onset_at=onset_at,
-        series=[dict(s) for s in series],
-        taken_at=taken_at,
-    )
-    session.add(row)
-    session.flush()
-    return row
+) -> int:
+    """Store a snapshot, or keep the one this run already stored for `signal` (`replace`:
+    give that one the new range and series: the read again after the verification). Returns
+    the stored snapshot's id. Core statements on the session's connection: one read of the id,
+    one INSERT or UPDATE (the series is encoded once, by the JSON column)."""
+    connection = session.connection()
+    stored = connection.execute(_STORED, {"run_id": run_id, "signal": signal}).scalar()
+    if stored is not None and not replace:
+        return int(stored)
+    values = {
+        "start": start,
+        "end": end,
+        "step_seconds": step_seconds,
+        "onset_at": onset_at,
+        "series": list(series),
+        "taken_at": taken_at,
+    }
+    if stored is not None:
+        connection.execute(_REPLACE.values(values), {"stored_id": stored})
+        return int(stored)
+    row = {"incident_id": incident_id, "run_id": run_id, "signal": signal} | values
+    return int(connection.execute(_INSERT, row).scalar_one())
+
+
+_INCIDENTS = Incident.__table__  # type: ignore[attr-defined]
+_ANCHOR = select(_INCIDENTS.c.fired_at, _INCIDENTS.c.detected_at).where(
+    _INCIDENTS.c.id == bindparam("incident_id")
+)
+
+
+def snapshot_anchor(engine: Engine, *, incident_id: int) -> datetime | None:
+    """When the incident fired (else when it was detected): where a snapshot's window starts,
+    less its margin; None for no such incident or neither time. One read of one column on a
+    connection of its own that commits nothing (before the telemetry read: no lock held)."""
+    try:
+        with engine.connect() as connection:
+            found = connection.execute(_ANCHOR, {"incident_id": incident_id}).first()
+    except SQLAlchemyError as err:
+        raise translate(err, engine=engine) from err
+    if found is None:
+        return None
+    fired, detected = found
+    anchor: datetime | None = fired or detected
+    return anchor
 
 
 def list_snapshots(session: Session, *, incident_id: int) -> list[EvidenceSnapshot]:

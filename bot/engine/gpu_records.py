@@ -30,13 +30,13 @@ class StoredGpuHistory:
         rows = store.read_history_uncommitted(self._db, keys=keys, since=since)
         return [
             GpuFact(
-                gpu_key=r.gpu_key,
-                kind=r.kind,
-                what=r.what,
-                at=r.at,
-                incident=f"INC-{r.incident_id}" if r.incident_id is not None else None,
+                gpu_key=key,
+                kind=kind,
+                what=what,
+                at=at,
+                incident=f"INC-{incident_id}" if incident_id is not None else None,
             )
-            for r in rows
+            for key, kind, what, at, incident_id in rows
         ]
 
 

@@ -21,7 +21,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.engine import Engine
-from sqlmodel import Session
 
 from bot.engine.recording import StepDone
 from bot.engine.state import Deps
@@ -30,7 +29,6 @@ from bot.incidents.timeline import EventKind
 from integrations.durations import parse_duration
 from integrations.signals import SignalCatalog
 from integrations.telemetry import SeriesPoints, SignalQuery
-from storage import incidents as incident_store
 from storage import snapshots as snapshot_store
 from storage.db import session_scope
 
@@ -103,29 +101,45 @@ def window_for(*, anchor: datetime, until: datetime) -> tuple[datetime, datetime
 
 def select_series(plan: SnapshotPlan, found: Sequence[SeriesPoints]) -> list[dict[str, Any]]:
     """The stored series: the culprit's (only its GPU when one is named, then up to
-    MAX_SIBLINGS other GPUs of the node as peers), then one series per peer node."""
-    on_culprit = [s for s in found if s.node in plan.culprits and s.points]
-    if plan.gpu is None:
-        chosen = [(s, "culprit") for s in on_culprit[:MAX_CULPRIT_SERIES]]
-    else:
-        named = [s for s in on_culprit if s.labels.get("gpu") == plan.gpu]
-        others = [s for s in on_culprit if s.labels.get("gpu") != plan.gpu]
-        chosen = [(s, "culprit") for s in named[:MAX_CULPRIT_SERIES] or on_culprit[:1]]
-        chosen += [(s, "peer") for s in others[:MAX_SIBLINGS] if named]
-    seen: set[str] = set()
+    MAX_SIBLINGS other GPUs of the node as peers), then one series per peer node. One pass over
+    `found`; a step's time is converted once however many series share it."""
+    culprits, peers, gpu = frozenset(plan.culprits), frozenset(plan.peers), plan.gpu
+    named: list[SeriesPoints] = []  # the culprit's series (its named GPU's, when one is named)
+    others: list[SeriesPoints] = []  # the culprit's other GPUs, when one is named
+    by_peer: dict[str, SeriesPoints] = {}  # each peer node's first series
     for s in found:
-        if s.node in plan.peers and s.node not in seen and s.points:
-            seen.add(s.node)
-            chosen.append((s, "peer"))
+        if not s.points:
+            continue
+        if s.node in culprits:
+            (named if gpu is None or s.labels.get("gpu") == gpu else others).append(s)
+        if s.node in peers and s.node not in by_peer:
+            by_peer[s.node] = s
+    if gpu is None:
+        chosen = [(s, "culprit") for s in named[:MAX_CULPRIT_SERIES]]
+    elif named:
+        chosen = [(s, "culprit") for s in named[:MAX_CULPRIT_SERIES]]
+        chosen += [(s, "peer") for s in others[:MAX_SIBLINGS]]
+    else:
+        chosen = [(s, "culprit") for s in others[:1]]
+    chosen += [(s, "peer") for s in by_peer.values()]
+    stamps: dict[datetime, float] = {}
     return [
         {
             "node": s.node,
             "role": role,
             "labels": dict(s.labels),
-            "points": [[round(at.timestamp(), 3), value] for at, value in s.points],
+            "points": [[_stamp(stamps, at), value] for at, value in s.points],
         }
         for s, role in chosen
     ]
+
+
+def _stamp(known: dict[datetime, float], at: datetime) -> float:
+    """`at` as Unix seconds rounded to the millisecond, converted once per distinct time."""
+    stamp = known.get(at)
+    if stamp is None:
+        stamp = known[at] = round(at.timestamp(), 3)
+    return stamp
 
 
 def nearest_peers(culprits: Sequence[str], names: Sequence[str], *, count: int) -> list[str]:
@@ -146,11 +160,21 @@ def find_onset(series: Sequence[Mapping[str, Any]]) -> float | None:
     culprit = next((s for s in series if s["role"] == "culprit"), None)
     if culprit is None or len(culprit["points"]) < 2:
         return None
-    peer_values = [p[1] for s in series if s["role"] == "peer" for p in s["points"]]
-    spread = statistics.pstdev(peer_values) if len(peer_values) > 1 else 0.0
     base = culprit["points"][0][1]
-    threshold = max(3 * spread, 0.1 * abs(base), 1e-9)
+    floor = max(0.1 * abs(base), 1e-9)
+    if all(abs(v - base) <= floor for _, v in culprit["points"]):
+        return None  # within the floor the threshold never goes below: no spread needed
+    peer_values = [p[1] for s in series if s["role"] == "peer" for p in s["points"]]
+    threshold = max(3 * _spread(peer_values), floor)
     return next((t for t, v in culprit["points"] if abs(v - base) > threshold), None)
+
+
+def _spread(values: Sequence[float]) -> float:
+    """statistics.pstdev of `values` (0.0 for fewer than two); a constant list is 0.0 without
+    pstdev's exact arithmetic (what pstdev returns for it too)."""
+    if len(values) < 2 or all(v == values[0] for v in values):
+        return 0.0
+    return statistics.pstdev(values)
 
 
 def snapshot_verdicts(
@@ -204,9 +228,8 @@ def _pool_names(deps: Deps, culprits: Sequence[str], *, count: int) -> list[str]
 def _read_and_store(
     *, deps: Deps, db: Engine, done: StepDone, plan: SnapshotPlan, refresh: bool = False
 ) -> None:
-    with Session(db) as session:  # a read: nothing to commit (one commit per snapshot, below)
-        incident = incident_store.get_incident(session, done.incident_id)
-        anchor = (incident.fired_at or incident.detected_at) if incident else None
+    # a read of two columns: nothing to commit (one commit per snapshot, below)
+    anchor = snapshot_store.snapshot_anchor(db, incident_id=done.incident_id)
     if len(plan.peers) < PEERS:  # the runbook read only the target: borrow pool members
         taken = plan.culprits + plan.peers  # read enough that PEERS remain without them
         names = _pool_names(deps, plan.culprits, count=PEERS + len(taken))

@@ -12,16 +12,19 @@ from sqlmodel import Session
 
 from bot.incidents.gpu_hours import GpuHours
 from bot.incidents.gpu_records import gpu_hours_of, jobs_of, removals_of
-from storage import actions as action_store
-from storage import incidents as incident_store
+from bot.incidents.timeline import EventKind
+from storage import cost_records as cost_store
 from storage.tables import Incident
 
 __all__ = ["jobs_of", "read_gpu_hours", "removals_of"]
 
 
 def read_gpu_hours(session: Session, incident: Incident, *, now: datetime) -> GpuHours:
-    """The incident's GPU-hours from its stored actions and approval requests."""
+    """The incident's GPU-hours from its stored actions and approval requests (read as the
+    columns the arithmetic uses: storage/cost_records.py)."""
     incident_id = incident.id or 0
-    actions = action_store.list_actions(session, incident_id=incident_id)
-    events = incident_store.list_events(session, incident_id)
-    return gpu_hours_of(incident, actions, events, now=now)
+    actions = cost_store.action_facts(session, incident_id=incident_id)
+    requests = cost_store.event_facts(
+        session, incident_id=incident_id, kind=EventKind.APPROVAL_REQUESTED
+    )
+    return gpu_hours_of(incident, actions, requests, now=now)

@@ -119,11 +119,15 @@ def _proposals(
     step: Step, loaded: LoadedRunbook, context: dict[str, Any], deps: Deps
 ) -> list[dict[str, Any]]:
     proposals = []
+    tested: dict[str, bool] = {}  # `when` source -> its value: one evaluation per distinct text
     for index, proposal in enumerate(step.propose or []):
         where = f"propose.{index}"
         if proposal.when is not None:
             try:
-                if not loaded.expression(step.id, f"{where}.when").test(context):
+                if proposal.when not in tested:
+                    expression = loaded.expression(step.id, f"{where}.when")
+                    tested[proposal.when] = expression.test(context)
+                if not tested[proposal.when]:
                     continue
             except ExpressionError as exc:
                 raise step_error(loaded, step, f"{where}.when", exc) from exc
