@@ -116,8 +116,6 @@ class BufferedWrites(BaseCheckpointSaver[Any]):
                 return taken
             return self._buffered.pop(thread_id, [])
 
-
-
     def _transaction(self) -> AbstractContextManager[None]:
         raise NotImplementedError
 
@@ -204,7 +202,7 @@ def _node_of(task_path: str) -> str | None:
     prefix = "~__pregel_pull, "
     if not task_path.startswith(prefix):
         return None
-    node, _, rest = task_path[len(prefix) :].partition(", ")
+    node, _, _ = task_path[len(prefix) :].partition(", ")
     return node or None
 
 
