@@ -72,10 +72,13 @@ def nodes(
     each; unknown: NodeNotFound).
 
     A label-selected list (a pool's or a domain's members, for the safety limits) is served
-    from the API server's watch cache (`resourceVersion=0`, as an informer's first list):
-    etcd has no label index, so a consistent read makes the server read and decode every
-    node of the fleet to return a pool; the cache answers from memory, at most a watch event
-    behind (a removal in flight is counted from the action ledger, not from this list).
+    from the API server's watch cache: etcd has no label index, so a consistent read makes
+    the server read and decode every node of the fleet to return a pool; the cache answers
+    from memory. It is asked for state not older than the newest node resourceVersion this
+    client has written or read (`resourceVersionMatch=NotOlderThan`; `resourceVersion=0`,
+    any, before it has seen one), so the bot's own cordon is always in the answer; another
+    writer's change the bot has not seen may be a watch event behind (a removal in flight is
+    counted from the action ledger, not from this list).
 
     With a `cache` (node_cache: one list+watch) a label-selected read costs no request when
     the cache holds this client's own writes (written through) and has caught up with every
@@ -87,11 +90,13 @@ def nodes(
             return found
         logger.info("node cache not current; listing nodes by label %s", selector)
     if names is None and labels:
+        seen = api.node_version
         listed = api.send(
             LIST_NODES,
             lambda: api.core.list_node(
                 label_selector=label_selector(labels),
-                resource_version="0",
+                resource_version=str(seen),
+                resource_version_match="NotOlderThan" if seen else None,
                 _request_timeout=api.timeout,
             ),
         )

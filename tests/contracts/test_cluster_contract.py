@@ -80,6 +80,12 @@ def test_a_selection_counted_is_the_count_of_its_listing_and_follows_a_cordon(
     assert (count.nodes, count.gpus) == (len(selected), sum(n.gpu_capacity for n in selected))
     assert [n.name for n in count.down] == [NODE]
     assert count.down[0].unschedulable
+    if world.fake is not None:  # the label list is served from the watch cache, yet holds
+        # the bot's own write: not older than the node the PATCH answered (read-your-writes)
+        written = int(world.fake.nodes[NODE]["metadata"]["resourceVersion"])
+        listed = world.sent("GET", path="/api/v1/nodes")[-1]
+        assert listed.query["resourceVersionMatch"] == "NotOlderThan"
+        assert int(listed.query["resourceVersion"]) == written
 
 
 def test_nodes_by_name_and_an_unknown_name(world: World) -> None:

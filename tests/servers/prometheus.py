@@ -48,12 +48,20 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def poll(check: Callable[[], bool], *, what: str, seconds: float = WAIT_SECONDS) -> None:
-    """Call `check` every 50 ms until it is true; fail naming `what` after `seconds`."""
+def poll(
+    check: Callable[[], bool],
+    *,
+    what: str,
+    seconds: float = WAIT_SECONDS,
+    detail: Callable[[], str] | None = None,
+) -> None:
+    """Call `check` every 50 ms until it is true; fail naming `what` after `seconds` (and
+    what `detail` says of the state it was left in)."""
     deadline = time.monotonic() + seconds
     while not check():
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {seconds:.0f}s waiting for {what}", pytrace=False)
+            said = f": {detail()}" if detail is not None else ""
+            pytest.fail(f"timed out after {seconds:.0f}s waiting for {what}{said}", pytrace=False)
         time.sleep(POLL_SECONDS)
 
 

@@ -205,8 +205,9 @@ class SlurmServers:
         self.run("scancel", "--full", "--user=nobody", check=False)
         self.run("scancel", "--full", "--user=root", check=False)
         poll(lambda: not self.run("squeue", "-h", "-o", "%i").strip(), what="jobs to end")
+        running = slurmd_nodes(self.conf)
         for node in NODES:
-            if node not in self.slurmd:
+            if node not in running:  # killed by a test, or a fake reboot that did not come back
                 self.start_slurmd(node)
         self.run("scontrol", "update", f"nodename={','.join(NODES)}", "comment=", check=False)
         for line in self.run("scontrol", "-o", "show", "reservation", check=False).splitlines():
@@ -218,15 +219,27 @@ class SlurmServers:
         def resumed_idle() -> bool:
             """Resume each drained or down node (again, at most once a second: a node whose
             slurmd was just restarted can be marked down again, not responding yet, after a
-            first resume, and would stay down), then whether every node is idle."""
+            first resume, and would stay down), cancelling a reboot still pending on it
+            (`@`: a resume leaves it pending), then whether every node is idle."""
             for node, state in self.states().items():
                 stale = time.monotonic() - resumed.get(node, -RESUME_EVERY) >= RESUME_EVERY
-                if ("drain" in state or "down" in state) and stale:
+                if not stale or state == "idle":
+                    continue
+                if "@" in state:
+                    resumed[node] = time.monotonic()
+                    self.run("scontrol", "cancel_reboot", node, check=False)
+                if "drain" in state or "down" in state:
                     resumed[node] = time.monotonic()
                     self.run("scontrol", "update", f"nodename={node}", "state=resume", check=False)
             return self._all_idle()
 
-        poll(resumed_idle, what="every node idle", seconds=WAIT_SECONDS)
+        def left() -> str:
+            busy = {node: state for node, state in self.states().items() if state != "idle"}
+            log = self.workdir / "log" / "slurmctld.out"
+            tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
+            return f"not idle: {busy}; slurmctld's log ends:\n{tail}"
+
+        poll(resumed_idle, what="every node idle", seconds=WAIT_SECONDS, detail=left)
 
     def kill_slurmd(self, node: str) -> None:
         """SIGKILL one node's slurmd (a crashed node); `reset` starts it again."""
@@ -542,6 +555,30 @@ def reap_stale(tmp: Path | None = None) -> list[Path]:
         shutil.rmtree(owner.parent, ignore_errors=True)
         reaped.append(owner.parent)
     return reaped
+
+
+def slurmd_nodes(conf: Path) -> set[str]:
+    """The nodes whose slurmd runs, of the cluster configured by `conf` (ours, or one a fake
+    reboot started detached): `slurmd ... -N <node>` with `SLURM_CONF=<conf>`."""
+    wanted = f"SLURM_CONF={conf}".encode()
+    nodes = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            args = (proc / "cmdline").read_bytes().split(b"\0")
+            if not args or not args[0].endswith(b"slurmd") or b"-N" not in args:
+                continue
+            if wanted not in (proc / "environ").read_bytes().split(b"\0"):
+                continue
+            if (proc / "stat").read_text().rpartition(")")[2].split()[0] == "Z":
+                continue
+        except (OSError, IndexError):
+            continue
+        at = args.index(b"-N")
+        if at + 1 < len(args):
+            nodes.add(args[at + 1].decode())
+    return nodes
 
 
 def reap_cluster(conf: Path) -> list[int]:
