@@ -140,13 +140,23 @@ class Selection:
     def _group(self, node: str, labels: Mapping[str, str]) -> Group:
         return node, tuple([(k, labels[k]) for k in self._identity if k in labels])
 
+    def _own_group(self, track: Track) -> Group:
+        """`_group` of the track's own labels, kept on the track for the next read that groups
+        by the same identity labels (a track's labels never change)."""
+        memo = track.group
+        if memo is not None and (memo[0] is self._identity or memo[0] == self._identity):
+            return memo[1]  # type: ignore[return-value]
+        group = self._group(track.node, track.labels)
+        track.group = (self._identity, group)
+        return group
+
     def _static(self) -> Values:
         """Labels fixed in time, several times: each identity's tracks are known once, so each
         identity's values are combined column by column."""
         by_group: dict[Group, list[Column]] = {}
         shared: dict[tuple[Effect, ...], Column] = {}
         for i, track in enumerate(self._tracks):
-            group = self._group(track.node, track.labels)
+            group = self._own_group(track)
             by_group.setdefault(group, []).append(self._shared(i, shared))
         combine, single = AGGREGATE[self._spec.agg], self._spec.agg != "count"
         out: Values = {}
@@ -209,7 +219,9 @@ class Selection:
             value, last = one
             if track.value_labels is not None:
                 labels = track.labels_for(last)
-            key = self._group(track.node, labels)
+            key = self._group(track.node, labels) if labels is not track.labels else (
+                self._own_group(track)
+            )
             if quantile:
                 per_le = buckets.setdefault(key, {})
                 le = float(labels.get("le", "nan"))

@@ -44,6 +44,11 @@ class SimTelemetry:
         self.workload_labels = dict(workload_labels)
         self.queries = 0
         self._lock = threading.Lock()
+        self.serial_reads = threading.Lock()
+        """Signal steps read this backend one at a time (integrations.telemetry.read_gate)."""
+        self._labels: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+        """Each identity's labels as one dict, shared by the samples of every read (a sample's
+        labels are read-only): a read builds no dict per sample."""
 
     def read(self, query: SignalQuery) -> SignalResult:
         """Evaluate `query.signal` for its nodes, its workload, or the whole fleet.
@@ -58,12 +63,15 @@ class SimTelemetry:
             self.queries += 1
         wanted = self._nodes(spec, query)
         found = self._select(spec, query, wanted).at_one(self.fleet.offset(self.fleet.now()))
-        scale = spec.scale
-        samples = [
-            Sample(node, value * scale, dict(labels))
-            for (node, labels), value in found.items()
-            if value is not None
-        ]
+        scale, made = spec.scale, self._labels
+        samples = []
+        for (node, labels), value in found.items():
+            if value is None:
+                continue
+            as_dict = made.get(labels)
+            if as_dict is None:
+                as_dict = made[labels] = dict(labels)
+            samples.append(Sample(node, value * scale, as_dict))
         seen = {s.node for s in samples}
         candidates = wanted if wanted is not None else []
         missing = tuple(n for n in candidates if n not in seen)

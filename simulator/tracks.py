@@ -206,6 +206,9 @@ class Track:
     effects: tuple[Effect, ...] = ()
     entity: tuple[str, ...] = ()
     value_labels: Callable[[float], dict[str, str]] | None = field(default=None, repr=False)
+    group: tuple[object, object] | None = field(default=None, repr=False, compare=False)
+    """A read's memo: the identity labels it was last grouped by and its sample identity for
+    them (simulator/selection.py), so a cached track is grouped once, not on every read."""
 
     def value(self, t: float) -> float | None:
         for effect in self.effects:

@@ -17,6 +17,7 @@ The reference shares with selection.py only what this change did not touch: how 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from functools import cache
 from pathlib import Path
@@ -289,6 +290,38 @@ def test_an_instant_read_is_the_per_point_definition(case: dict[str, Any]) -> No
     assert repr([(s.node, s.labels, s.value) for s in result.samples]) == repr(expected)
     seen = {node for node, _labels, _value in expected}
     assert result.missing_nodes == tuple(n for n in wanted or [] if n not in seen)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases(), st.sampled_from(["node", "gpu", "hca", "rank", "pod"]), st.booleans())
+def test_reads_grouping_one_metric_differently_are_each_the_per_point_definition(
+    case: dict[str, Any], per: str, other_first: bool
+) -> None:
+    """A track keeps the sample identity of the last read that grouped it, and each read
+    shares one labels dict per identity: a read grouping the same series by other labels,
+    before or after, on the same fleet, changes neither answer."""
+    telemetry, query, clock = build(case)
+    spec = telemetry.catalog.get(query.signal)
+    other = spec.model_copy(update={"name": f"{spec.name}.by_{per}", "per": per})
+    telemetry.catalog = SignalCatalog({spec.name: spec, other.name: other})
+    by_other = replace(query, signal=other.name)
+    for read in [by_other, query, by_other] if other_first else [query, by_other, query]:
+        got = telemetry.read(read)
+        assert repr([(s.node, s.labels, s.value) for s in got.samples]) == repr(
+            expected_at(telemetry, read, clock)
+        )
+
+
+def expected_at(telemetry: SimTelemetry, query: SignalQuery, clock: Clock) -> list[Any]:
+    spec = telemetry.catalog.get(query.signal)
+    wanted = telemetry._nodes(spec, query)
+    return [
+        (node, dict(labels), value * spec.scale)
+        for (node, labels), value in reference_at(
+            telemetry, query, wanted, end=telemetry.fleet.offset(clock.at)
+        ).items()
+        if value is not None
+    ]
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
