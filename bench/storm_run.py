@@ -15,16 +15,19 @@ fleet (issue 21 item 3: at 4,096 nodes <= 1.5x that at 64).
 
     python bench/storm_run.py --sizes 1024 4096 --runs 3
     python bench/storm_run.py --single --sizes 64 4096 --runs 5
+    python bench/storm_run.py --alternate --sizes 1024 4096 --runs 9
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import json
 import pstats
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +112,48 @@ def measure(nodes: int, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def alternate(args: argparse.Namespace) -> None:
+    """Both sizes' runtimes open in one process, their runs alternating (small, large, small,
+    ...): each pair of runs meets the same machine, so the ratio of a pair is not the ratio of
+    two moments of a shared machine (which, measured one size after the other, moved it by
+    ±15 %). Prints each pair's CPU to the verdict and the median of the pairs' ratios."""
+    small, large = args.sizes[0], args.sizes[-1]
+    with ExitStack() as stack:
+        opened = {}
+        for members in (small, large):
+            tmp = stack.enter_context(tempfile.TemporaryDirectory())
+            url = f"sqlite:///{Path(tmp) / 'oncall.db'}"
+            settings = Settings(storage=StorageSettings(url=url))
+            fleet = ecc_fleet(members)
+            rt = stack.enter_context(open_runtime(settings, scenario=fleet, fresh=True))
+            inputs = {"nodes": ",".join(node(i, members) for i in range(members))}
+            opened[members] = (rt, rt.catalog.get("node-storm"), inputs)
+            to_verdict(*opened[members])  # warms caches, not counted
+        ratios = []
+        for index in range(args.runs):
+            pair = {members: to_verdict(*opened[members]) for members in (small, large)}
+            ratios.append(pair[large] / pair[small])
+            print(json.dumps({"pair": index, **{str(m): round(c, 3) for m, c in pair.items()}}))
+    print(f"cpu to verdict {large}/{small}, median of {len(ratios)} alternating pairs: "
+          f"{percentile(ratios, 0.5):.2f} (range {min(ratios):.2f}-{max(ratios):.2f})")  # fmt: skip
+
+
+def to_verdict(rt: Runtime, loaded: Any, inputs: dict[str, str]) -> float:
+    """One storm run to its approval; the process CPU from its start to its verdict."""
+    incident_id, _ = rt.engine.open_incident(loaded, inputs, actor="bench")
+    marks: list[float] = []
+
+    def on_step(_step: str, output: Any) -> None:
+        if output.get("kind") == "localize":
+            marks.append(time.process_time())
+
+    cpu = time.process_time()
+    rt.engine.start(
+        loaded, inputs=inputs, incident_id=incident_id, requester="bench", on_step=on_step
+    )
+    return marks[0] - cpu
+
+
 def count_node_rows(rt: Runtime) -> list[int]:
     """The nodes each node read of the cluster port returns (by name, by label, bounded) are
     appended to the list returned: how much of the fleet a run looks at, whatever the load."""
@@ -152,7 +197,14 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--sort", default="cumulative", help="pstats order of --profile")
     parser.add_argument("--json", type=Path, help="also write the results here")
-    results = run_sizes(parser.parse_args(), measure)
+    parser.add_argument(
+        "--alternate", action="store_true", help="the first and last size's runs alternating"
+    )
+    args = parser.parse_args()
+    if args.alternate:
+        alternate(args)
+        return
+    results = run_sizes(args, measure)
     if len(results) > 1 and results[0]["verdict_cpu_p50_s"]:
         ratio = results[-1]["verdict_cpu_p50_s"] / results[0]["verdict_cpu_p50_s"]
         print(f"cpu to verdict {results[-1]['members']}/{results[0]['members']}: {ratio:.2f}")

@@ -196,13 +196,15 @@ class SeriesSource:
         identity). Fault windows are shared objects, so a drain shows up in the next read
         without invalidation. None for metrics whose seeds follow live state (node state,
         workloads, overlays): those are built on every read."""
-        if definition.name in _LIVE_METRICS:
+        name = definition.name
+        if name in _LIVE_METRICS and name not in _BY_NODE_IMPACTS:
             return None
         impacts, view = self._impacts_on(definition, node), self._view(node)
-        key = (definition.name, node)
+        made_of = tuple(self._impacts.get(node, ())) if name in _BY_NODE_IMPACTS else impacts
+        key = (name, node)
         built = self._built.get(key)
-        if built is None or not built.fits(view, impacts):
-            built = _Built.of(view, impacts, self._build(definition, node, view, impacts))
+        if built is None or not built.fits(view, made_of):
+            built = _Built.of(view, made_of, self._build(definition, node, view, impacts))
             self._built[key] = built
         return built
 
@@ -250,17 +252,21 @@ class SeriesSource:
         if metric == "kube_node_spec_unschedulable":
             return [Computed(self._state[node].cordoned_at)]
         if metric == "up":
-            return [Computed(self._scrape_health(node, job=entity[-1]))]
+            health = self._scrape_health(node, job=entity[-1])
+            return [Computed(health)] if health is not None else []
         return []
 
-    def _scrape_health(self, node: str, *, job: str) -> Callable[[float], float]:
-        """`up{job}`: 0 while the exporter the job scrapes has lost all its series on the node."""
+    def _scrape_health(self, node: str, *, job: str) -> Callable[[float], float] | None:
+        """`up{job}`: 0 while the exporter the job scrapes has lost all its series on the node;
+        None when it never has (the seed's constant 1, read in closed form)."""
         family = SCRAPE_FAMILY[job]
         outages = [
             i.effect.window
             for i in self._impacts.get(node, ())
             if i.family == family and i.entity is None and isinstance(i.effect, Gone)
         ]
+        if not outages:
+            return None
         return lambda t: 0.0 if any(w.active(t) for w in outages) else 1.0
 
     def _view(self, node: str) -> NodeView:
@@ -305,6 +311,9 @@ _PodIndex = tuple[list[SimPod], dict[str, list[int]], dict[str, dict[int, None]]
 """Pods in the fleet's order, their places by the node first placed on and by workload."""
 #: Metrics whose seeds read live state (node state, workloads) when built: never cached.
 _LIVE_METRICS = STATEFUL_METRICS | frozenset(OVERLAYS) | frozenset(WORKLOAD_METRICS)
+_BY_NODE_IMPACTS = frozenset({"up"})
+"""Live metrics built from the node's impacts of other families (`up`: the scrape outages of
+the exporters' families), kept while those impacts are the same objects."""
 _WORKLOAD_FAMILIES = frozenset({"job", "vllm"})
 """Families whose series carry a workload label and exist only where the workload is placed."""
 

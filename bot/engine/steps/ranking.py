@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
+from heapq import nsmallest
 from itertools import repeat
 from operator import attrgetter
 
@@ -67,7 +68,12 @@ class Ranking:
         if len(self.samples) <= count:
             return in_order(self.samples)
         cut = self.ranked_values()[count - 1]  # the count-th highest value
-        return in_order([s for s in self.samples if s.value >= cut])[:count]
+        above = [s for s in self.samples if s.value > cut]  # fewer than `count`
+        # Those at the cut (often most of a fleet: every healthy GPU's 0) are alike but for
+        # their nodes: the first few by node, as read among one node's (nsmallest is sorted()'s
+        # first few, stable), rather than a sort of them all.
+        at_cut = [s for s in self.samples if s.value == cut]
+        return in_order(above) + nsmallest(count - len(above), at_cut, key=_node)
 
     def leaders(self) -> dict[str, Sample]:
         """Each node's first sample in rank order: its highest, the first read of equals."""
