@@ -140,12 +140,29 @@ class Selection:
     def _group(self, node: str, labels: Mapping[str, str]) -> Group:
         return node, tuple([(k, labels[k]) for k in self._identity if k in labels])
 
+    def _valued_group(self, track: Track, last: float) -> Group:
+        """`_group` of the labels the track exports with `last` (the XID gauge's `err_code`),
+        kept on the track while reads group it by the same identity labels and find the same
+        value (a zero's sign too): a healthy GPU's XID is 0 read after read."""
+        memo = track.group
+        if memo is not None:
+            (identity, seen), group = memo
+            if (
+                seen == last
+                and math.copysign(1.0, seen) == math.copysign(1.0, last)
+                and (identity is self._identity or identity == self._identity)
+            ):
+                return group  # type: ignore[no-any-return]
+        group = self._group(track.node, track.labels_for(last))
+        track.group = ((self._identity, last), group)
+        return group
+
     def _own_group(self, track: Track) -> Group:
         """`_group` of the track's own labels, kept on the track for the next read that groups
         by the same identity labels (a track's labels never change)."""
         memo = track.group
         if memo is not None and (memo[0] is self._identity or memo[0] == self._identity):
-            return memo[1]  # type: ignore[return-value]
+            return memo[1]  # type: ignore[no-any-return]
         group = self._group(track.node, track.labels)
         track.group = (self._identity, group)
         return group
@@ -217,11 +234,15 @@ class Selection:
             if one is None:
                 continue
             value, last = one
-            if track.value_labels is not None:
+            if track.value_labels is not None and quantile:  # `le` read from them below
                 labels = track.labels_for(last)
-            key = self._group(track.node, labels) if labels is not track.labels else (
-                self._own_group(track)
-            )
+                key = self._group(track.node, labels)
+            elif track.value_labels is not None:
+                key = self._valued_group(track, last)
+            elif labels is track.labels:
+                key = self._own_group(track)
+            else:
+                key = self._group(track.node, labels)
             if quantile:
                 per_le = buckets.setdefault(key, {})
                 le = float(labels.get("le", "nan"))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 #: dcgm-exporter's default collect interval (30 s): range functions sample at this step.
 SCRAPE_INTERVAL_S = 30.0
@@ -206,9 +206,10 @@ class Track:
     effects: tuple[Effect, ...] = ()
     entity: tuple[str, ...] = ()
     value_labels: Callable[[float], dict[str, str]] | None = field(default=None, repr=False)
-    group: tuple[object, object] | None = field(default=None, repr=False, compare=False)
-    """A read's memo: the identity labels it was last grouped by and its sample identity for
-    them (simulator/selection.py), so a cached track is grouped once, not on every read."""
+    group: tuple[Any, Any] | None = field(default=None, repr=False, compare=False)
+    """A read's memo (simulator/selection.py): the identity labels it was last grouped by (and,
+    for `value_labels`, the value) and its sample identity then, so a cached track is grouped
+    once, not on every read."""
 
     def value(self, t: float) -> float | None:
         for effect in self.effects:

@@ -293,19 +293,28 @@ def test_an_instant_read_is_the_per_point_definition(case: dict[str, Any]) -> No
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(cases(), st.sampled_from(["node", "gpu", "hca", "rank", "pod"]), st.booleans())
+@given(
+    cases(),
+    st.sampled_from(["node", "gpu", "hca", "rank", "pod"]),
+    st.booleans(),
+    st.integers(min_value=0, max_value=3600),
+)
 def test_reads_grouping_one_metric_differently_are_each_the_per_point_definition(
-    case: dict[str, Any], per: str, other_first: bool
+    case: dict[str, Any], per: str, other_first: bool, then_s: int
 ) -> None:
-    """A track keeps the sample identity of the last read that grouped it, and each read
-    shares one labels dict per identity: a read grouping the same series by other labels,
-    before or after, on the same fleet, changes neither answer."""
+    """A track keeps the sample identity of the last read that grouped it (with the value its
+    labels came from: the XID gauge's `err_code`), and each read shares one labels dict per
+    identity: a read grouping the same series by other labels, before or after, on the same
+    fleet, and the same reads later (other values), are each the per-point definition."""
     telemetry, query, clock = build(case)
     spec = telemetry.catalog.get(query.signal)
     other = spec.model_copy(update={"name": f"{spec.name}.by_{per}", "per": per})
     telemetry.catalog = SignalCatalog({spec.name: spec, other.name: other})
     by_other = replace(query, signal=other.name)
-    for read in [by_other, query, by_other] if other_first else [query, by_other, query]:
+    reads = [by_other, query, by_other] if other_first else [query, by_other, query]
+    for index, read in enumerate([*reads, *reads]):
+        if index == len(reads):
+            clock.at += timedelta(seconds=then_s)
         got = telemetry.read(read)
         assert repr([(s.node, s.labels, s.value) for s in got.samples]) == repr(
             expected_at(telemetry, read, clock)
