@@ -6,7 +6,6 @@ Ports speak the domain (signal names, validated node names), never PromQL. Imple
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -62,20 +61,6 @@ class SeriesPoints:
     node: str
     labels: dict[str, str]
     points: tuple[tuple[datetime, float], ...]
-
-
-def read_gate(telemetry: object) -> AbstractContextManager[object]:
-    """What a signal step holds while it reads and summarizes its signal: the backend's
-    `serial_reads` lock when it has one, else nothing.
-
-    A backend evaluated in this process (the simulated fleet) has no wait to overlap: its
-    concurrent reads only take turns under the GIL, with every read's samples alive together,
-    so a storm's nine reads at 4,096 members cost more per member than at 1,024 (the young
-    collections find them all alive, and promote them). One at a time, each read's samples
-    are gone before the next starts. A remote backend (Prometheus) has none: its reads overlap
-    their network and server time."""
-    gate = getattr(telemetry, "serial_reads", None)
-    return gate if gate is not None else nullcontext()
 
 
 class Telemetry(Protocol):

@@ -44,8 +44,6 @@ class SimTelemetry:
         self.workload_labels = dict(workload_labels)
         self.queries = 0
         self._lock = threading.Lock()
-        self.serial_reads = threading.Lock()
-        """Signal steps read this backend one at a time (integrations.telemetry.read_gate)."""
         self._labels: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
         """Each identity's labels as one dict, shared by the samples of every read (a sample's
         labels are read-only): a read builds no dict per sample."""

@@ -2,14 +2,13 @@
 
 Covers: the plan keeps LangGraph's schedule (every step runs in the super-step of its depth,
 generated step graphs and every shipped runbook); each step is in one node; only reads and
-decisions are grouped; a stage's outputs come back in step order, its reads run concurrently
-(but signal steps over an in-process backend, the simulated fleet, take turns at its gate, and a
-remote one has none), and a member's error fails the stage once the others have finished; a run
-that waited for its approval on the graph of one node per step (before stages) resumes on that
-graph and runs its verification, while a new run goes on the staged one. A super-step's
-records wait for the next one's only when that one is checks alone (never a read, a verdict or
-a person), on generated step graphs and the shipped runbooks; when those checks fail, the reads
-are on the timeline all the same.
+decisions are grouped; a stage's outputs come back in step order, its reads run concurrently,
+and a member's error fails the stage once the others have finished; a run that waited for its
+approval on the graph of one node per step (before stages) resumes on that graph and runs its
+verification, while a new run goes on the staged one. A super-step's records wait for the
+next one's only when that one is checks alone (never a read, a verdict or a person), on
+generated step graphs and the shipped runbooks; when those checks fail, the reads are on the
+timeline all the same.
 """
 
 from __future__ import annotations
@@ -35,7 +34,6 @@ from bot.engine.stages import (
     plan_stages,
 )
 from bot.wiring.runtime import Runtime, open_runtime
-from integrations.telemetry import read_gate
 from tests.engine.runbook_helpers import (
     NODE,
     ecc_runbook,
@@ -183,37 +181,6 @@ def test_a_stage_returns_its_outputs_in_step_order_with_its_reads_concurrent() -
         member(StepKind.CLUSTER, "c", read("c")),
     ])  # fmt: skip
     assert list(node({}, None)["steps"]) == ["a", "b", "c"]  # type: ignore[arg-type]
-
-
-def test_signal_steps_over_an_in_process_backend_read_one_at_a_time(
-    rt: Runtime, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    telemetry = rt.deps.telemetry
-    gate = getattr(telemetry, "serial_reads", None)
-    assert gate is not None  # the simulated fleet's reads are CPU in this process
-    held: list[tuple[str, bool]] = []
-    read = telemetry.read
-
-    def read_holding(query: Any) -> Any:
-        held.append((query.signal, gate.locked()))
-        return read(query)
-
-    monkeypatch.setattr(telemetry, "read", read_holding)
-    loaded = rt.catalog.get("ecc-storm")
-    start(rt, loaded, incident_id=open_incident(rt, loaded))
-    signals = {s.signal for s in loaded.runbook.steps if s.signal}
-    assert signals <= {signal for signal, _ in held} and len(signals) > 1
-    assert all(locked for signal, locked in held if signal in signals)  # in its step's turn
-    assert not gate.locked()
-
-
-def test_a_remote_backend_has_no_gate() -> None:
-    with read_gate(SimpleNamespace()) as entered:  # PrometheusTelemetry has no serial_reads
-        assert entered is None
-    lock = threading.Lock()
-    with read_gate(SimpleNamespace(serial_reads=lock)):
-        assert lock.locked()
-    assert not lock.locked()
 
 
 def test_a_members_error_fails_the_stage_after_the_others_finished() -> None:

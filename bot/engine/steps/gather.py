@@ -38,7 +38,7 @@ from bot.engine.steps.freshness import Freshened, drop_held_values, stale_summar
 from bot.engine.steps.log_age import aged_split
 from bot.engine.steps.ranking import Ranking
 from integrations.errors import ClusterError, NodeNotFound, TelemetryUnavailable
-from integrations.telemetry import Sample, SignalQuery, SignalResult, read_gate
+from integrations.telemetry import Sample, SignalQuery, SignalResult
 
 _node_of = attrgetter("node")
 NodeFn = Callable[[RunState, Runtime[Deps]], dict[str, Any]]
@@ -213,10 +213,6 @@ def make_signal_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
     signal = step.signal or ""
 
     def signal_node(state: RunState, runtime: Runtime[Deps]) -> dict[str, Any]:
-        with read_gate(runtime.context.telemetry):  # an in-process backend: one at a time
-            return read_signal(state, runtime)
-
-    def read_signal(state: RunState, runtime: Runtime[Deps]) -> dict[str, Any]:
         nodes = target_nodes(loaded, step, state)
         window = step_window(loaded, step, state)
         inputs = state.get("inputs", {})
