@@ -277,18 +277,11 @@ def test_a_range_read_is_the_per_point_definition_at_every_step(case: dict[str, 
 @given(cases())
 def test_an_instant_read_is_the_per_point_definition(case: dict[str, Any]) -> None:
     telemetry, query, clock = build(case)
-    spec = telemetry.catalog.get(query.signal)
-    wanted = telemetry._nodes(spec, query)
-    expected = [
-        (node, dict(labels), value * spec.scale)
-        for (node, labels), value in reference_at(
-            telemetry, query, wanted, end=telemetry.fleet.offset(clock.at)
-        ).items()
-        if value is not None
-    ]
+    expected = expected_at(telemetry, query, clock)
     result = telemetry.read(query)
     assert repr([(s.node, s.labels, s.value) for s in result.samples]) == repr(expected)
     seen = {node for node, _labels, _value in expected}
+    wanted = telemetry._nodes(telemetry.catalog.get(query.signal), query)
     assert result.missing_nodes == tuple(n for n in wanted or [] if n not in seen)
 
 
@@ -322,6 +315,7 @@ def test_reads_grouping_one_metric_differently_are_each_the_per_point_definition
 
 
 def expected_at(telemetry: SimTelemetry, query: SignalQuery, clock: Clock) -> list[Any]:
+    """An instant read's samples by the per-point definition: (node, labels, value)."""
     spec = telemetry.catalog.get(query.signal)
     wanted = telemetry._nodes(spec, query)
     return [
