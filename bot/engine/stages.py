@@ -13,6 +13,9 @@ steps ran in, since each of them waited for its dependencies at lower depths.
 Inside a stage, reads run concurrently (a real backend answers in parallel), one in the
 stage's own thread and the rest on a pool that only runs stage members (a member never waits
 on that pool, so stages cannot deadlock it); decisions run in order in the stage's thread.
+Telemetry that answers with this process's own CPU (the simulated fleet, `Deps.parallel_reads`
+false) gains nothing from threads: its reads run one after another in the stage's thread, so
+only one read's samples are alive at a time (a 4,096-member storm's signal holds 32,768).
 A member that raises fails the stage after the others have finished, with the first error in
 step order; the stage's outputs are then not checkpointed and a retry runs it whole (reads are
 idempotent). Runs checkpointed by the graph of one node per step (before stages) resume on
@@ -141,17 +144,19 @@ def make_stage_node(members: Sequence[tuple[Step, NodeFn]]) -> NodeFn:
     """A node running `members` (steps of one depth) and returning their outputs merged."""
     if len(members) == 1:
         return members[0][1]
-    concurrent = [i for i, (step, _fn) in enumerate(members) if step.kind in CONCURRENT]
-    in_order = [i for i, (step, _fn) in enumerate(members) if step.kind not in CONCURRENT]
+    kinds = [step.kind for step, _fn in members]
+    concurrent = [i for i, kind in enumerate(kinds) if kind in CONCURRENT]
+    clusters = [i for i, kind in enumerate(kinds) if kind is StepKind.CLUSTER]
+    signals = [i for i, kind in enumerate(kinds) if kind is StepKind.SIGNAL]
+    in_order = [i for i, kind in enumerate(kinds) if kind not in CONCURRENT]
     fns = [fn for _step, fn in members]
 
     def stage_node(state: RunState, runtime: Runtime[Deps]) -> dict[str, Any]:
-        outputs: dict[int, Mapping[str, Any] | BaseException] = {}
-        if concurrent:
-            found = _concurrently([fns[i] for i in concurrent], state, runtime)
-            outputs.update(zip(concurrent, found, strict=True))
-        for i in in_order:
-            outputs[i] = _called(fns[i], state, runtime)
+        if runtime.context.parallel_reads:
+            pooled, here = concurrent[1:], [*concurrent[:1], *in_order]
+        else:  # telemetry answers with this process's CPU: its reads one after another
+            pooled, here = clusters, [*signals, *in_order]
+        outputs = _run(fns, pooled=pooled, here=here, state=state, runtime=runtime)
         steps: dict[str, Any] = {}
         for i in range(len(fns)):  # step order: the order they are recorded in
             output = outputs[i]
@@ -163,16 +168,23 @@ def make_stage_node(members: Sequence[tuple[Step, NodeFn]]) -> NodeFn:
     return stage_node
 
 
-def _concurrently(
-    fns: Sequence[NodeFn], state: RunState, runtime: Runtime[Deps]
-) -> list[Mapping[str, Any] | BaseException]:
-    """Each fn's output or error, in order: the first in this thread, the rest on the pool."""
-    futures: list[Future[Mapping[str, Any] | BaseException]] = [
-        _members.submit(contextvars.copy_context().run, _called, fn, state, runtime)
-        for fn in fns[1:]
-    ]
-    first = _called(fns[0], state, runtime)
-    return [first, *(f.result() for f in futures)]
+def _run(
+    fns: Sequence[NodeFn],
+    *,
+    pooled: Sequence[int],
+    here: Sequence[int],
+    state: RunState,
+    runtime: Runtime[Deps],
+) -> dict[int, Mapping[str, Any] | BaseException]:
+    """Each member's output or error by index: those `pooled` on the pool, meanwhile those
+    `here` one after another in this thread."""
+    futures: dict[int, Future[Mapping[str, Any] | BaseException]] = {
+        i: _members.submit(contextvars.copy_context().run, _called, fns[i], state, runtime)
+        for i in pooled
+    }
+    outputs = {i: _called(fns[i], state, runtime) for i in here}
+    outputs.update((i, future.result()) for i, future in futures.items())
+    return outputs
 
 
 def _called(

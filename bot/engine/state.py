@@ -77,6 +77,11 @@ class Deps:
     step_deadline: timedelta = timedelta(seconds=STEP_DEADLINE_SECONDS)
     """Longest a gather step's outside call is waited for (bot.engine.deadlines; setting
     `work.step_deadline_seconds`)."""
+    parallel_reads: bool = True
+    """Whether a stage's telemetry reads run concurrently (bot.engine.stages): true for a
+    backend across the network, which answers them in parallel; false for one that answers
+    with this process's own CPU (the simulated fleet), where threads would only take turns on
+    the interpreter with every read's samples alive at once."""
 
 
 def step_context(state: RunState) -> dict[str, Any]:

@@ -226,6 +226,7 @@ def open_runtime(
                 at_deadline=settings.policy.drain_at_deadline,
             ),
             step_deadline=timedelta(seconds=settings.work.step_deadline_seconds),
+            parallel_reads=settings.telemetry == "prometheus",
         )
         leases = LeaseKeeper.configured(db, settings.work)
         engine = RunEngine(

@@ -162,6 +162,10 @@ def member(kind: StepKind, step_id: str, fn: Any) -> tuple[Any, Any]:
     return SimpleNamespace(id=step_id, kind=kind), fn
 
 
+def runtime(*, parallel_reads: bool = True) -> Any:
+    return SimpleNamespace(context=SimpleNamespace(parallel_reads=parallel_reads))
+
+
 def test_a_stage_returns_its_outputs_in_step_order_with_its_reads_concurrent() -> None:
     both_started = threading.Barrier(2, timeout=10)  # deadlocks unless the reads overlap
 
@@ -180,7 +184,41 @@ def test_a_stage_returns_its_outputs_in_step_order_with_its_reads_concurrent() -
         member(StepKind.CHECK, "b", decide("b")),
         member(StepKind.CLUSTER, "c", read("c")),
     ])  # fmt: skip
-    assert list(node({}, None)["steps"]) == ["a", "b", "c"]  # type: ignore[arg-type]
+    assert list(node({}, runtime())["steps"]) == ["a", "b", "c"]
+
+
+def test_reads_of_in_process_telemetry_take_turns_in_the_stage_thread_beside_cluster_reads() -> (
+    None
+):
+    stage_thread = threading.get_ident()
+    cluster_started = threading.Event()
+    reading: list[str] = []  # signal reads under way
+    seen: list[tuple[str, int, int]] = []  # (step, thread, reads under way)
+    lock = threading.Lock()
+
+    def signal(step_id: str) -> Any:
+        def fn(_state: Any, _runtime: Any) -> dict[str, Any]:
+            with lock:
+                reading.append(step_id)
+                seen.append((step_id, threading.get_ident(), len(reading)))
+            assert cluster_started.wait(timeout=10)  # the cluster read runs meanwhile
+            with lock:
+                reading.remove(step_id)
+            return {"steps": {step_id: {"kind": "signal"}}}
+
+        return fn
+
+    def cluster(_state: Any, _runtime: Any) -> dict[str, Any]:
+        cluster_started.set()
+        return {"steps": {"c": {"kind": "cluster"}}}
+
+    node = make_stage_node([
+        member(StepKind.SIGNAL, "a", signal("a")),
+        member(StepKind.CLUSTER, "c", cluster),
+        member(StepKind.SIGNAL, "b", signal("b")),
+    ])  # fmt: skip
+    assert list(node({}, runtime(parallel_reads=False))["steps"]) == ["a", "c", "b"]
+    assert seen == [("a", stage_thread, 1), ("b", stage_thread, 1)]
 
 
 def test_a_members_error_fails_the_stage_after_the_others_finished() -> None:
@@ -204,7 +242,7 @@ def test_a_members_error_fails_the_stage_after_the_others_finished() -> None:
         member(StepKind.CHECK, "c", later("c")),
     ])  # fmt: skip
     with pytest.raises(ValueError, match="the first member's error"):
-        node({}, None)  # type: ignore[arg-type]
+        node({}, runtime())
     assert sorted(finished) == ["b", "c"]
 
 
