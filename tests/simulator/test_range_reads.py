@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from functools import cache
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -36,6 +37,7 @@ from integrations.signals import (
 from integrations.telemetry import SignalQuery
 from runbooks import SIGNALS_FILE
 from simulator import SCENARIO_DIR, Fleet, SimTelemetry
+from simulator import telemetry as sim_telemetry
 from simulator.pod_metrics import pod_tracks
 from simulator.scenarios import Scenario, load_scenario
 from simulator.selection import AGGREGATE, histogram_quantile, join_labels
@@ -274,11 +276,13 @@ def test_a_range_read_is_the_per_point_definition_at_every_step(case: dict[str, 
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(cases())
-def test_an_instant_read_is_the_per_point_definition(case: dict[str, Any]) -> None:
+@given(cases(), st.sampled_from([sim_telemetry.PART_NODES, 1, 2, 3]))
+def test_an_instant_read_is_the_per_point_definition(case: dict[str, Any], part: int) -> None:
+    """Also when the read selects its nodes a few at a time (PART_NODES)."""
     telemetry, query, clock = build(case)
     expected = expected_at(telemetry, query, clock)
-    result = telemetry.read(query)
+    with patch.object(sim_telemetry, "PART_NODES", part):
+        result = telemetry.read(query)
     assert repr([(s.node, s.labels, s.value) for s in result.samples]) == repr(expected)
     seen = {node for node, _labels, _value in expected}
     wanted = telemetry._nodes(telemetry.catalog.get(query.signal), query)
