@@ -27,6 +27,7 @@ import pstats
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -62,13 +63,8 @@ def measure(nodes: int, args: argparse.Namespace) -> dict[str, Any]:
                 if last and profile is not None:
                     profile.enable()
                 rows.clear()
+                at_verdict, on_step = verdict_marks()
                 wall, cpu = time.perf_counter(), time.process_time()
-                at_verdict: list[float] = []
-
-                def on_step(_step: str, output: Any, marks: list[float] = at_verdict) -> None:
-                    if output.get("kind") == "localize":
-                        marks.extend((time.perf_counter(), time.process_time()))
-
                 outcome = rt.engine.start(
                     loaded,
                     inputs=inputs,
@@ -141,17 +137,24 @@ def alternate(args: argparse.Namespace) -> None:
 def to_verdict(rt: Runtime, loaded: Any, inputs: dict[str, str]) -> float:
     """One storm run to its approval; the process CPU from its start to its verdict."""
     incident_id, _ = rt.engine.open_incident(loaded, inputs, actor="bench")
-    marks: list[float] = []
-
-    def on_step(_step: str, output: Any) -> None:
-        if output.get("kind") == "localize":
-            marks.append(time.process_time())
-
+    marks, on_step = verdict_marks()
     cpu = time.process_time()
     rt.engine.start(
         loaded, inputs=inputs, incident_id=incident_id, requester="bench", on_step=on_step
     )
-    return marks[0] - cpu
+    return marks[1] - cpu
+
+
+def verdict_marks() -> tuple[list[float], Callable[[str, Any], None]]:
+    """A step callback, and the list it fills with the wall and process CPU times at which the
+    run's verdict (its localize step, recorded) is reported."""
+    marks: list[float] = []
+
+    def on_step(_step: str, output: Any) -> None:
+        if output.get("kind") == "localize":
+            marks.extend((time.perf_counter(), time.process_time()))
+
+    return marks, on_step
 
 
 def count_node_rows(rt: Runtime) -> list[int]:

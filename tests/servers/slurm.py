@@ -557,19 +557,29 @@ def reap_stale(tmp: Path | None = None) -> list[Path]:
     return reaped
 
 
+def cluster_processes(conf: Path) -> Iterator[Path]:
+    """The `/proc/<pid>` of every process (but this one) whose environment has
+    `SLURM_CONF=<conf>`: the fixture starts every daemon and job with it, and slurmd passes it
+    on to slurmstepd and the job's steps, so these are exactly one cluster's processes."""
+    wanted = f"SLURM_CONF={conf}".encode()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            if wanted in (proc / "environ").read_bytes().split(b"\0"):
+                yield proc
+        except OSError:
+            continue
+
+
 def slurmd_nodes(conf: Path) -> set[str]:
     """The nodes whose slurmd runs, of the cluster configured by `conf` (ours, or one a fake
-    reboot started detached): `slurmd ... -N <node>` with `SLURM_CONF=<conf>`."""
-    wanted = f"SLURM_CONF={conf}".encode()
+    reboot started detached): `slurmd ... -N <node>`, not a zombie."""
     nodes = set()
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
+    for proc in cluster_processes(conf):
         try:
             args = (proc / "cmdline").read_bytes().split(b"\0")
             if not args or not args[0].endswith(b"slurmd") or b"-N" not in args:
-                continue
-            if wanted not in (proc / "environ").read_bytes().split(b"\0"):
                 continue
             if (proc / "stat").read_text().rpartition(")")[2].split()[0] == "Z":
                 continue
@@ -582,22 +592,13 @@ def slurmd_nodes(conf: Path) -> set[str]:
 
 
 def reap_cluster(conf: Path) -> list[int]:
-    """SIGKILL every process whose environment has `SLURM_CONF=<conf>`: the fixture starts
-    every daemon and job with it, and slurmd passes it on to slurmstepd and the job's steps, so
-    this finds exactly one cluster's processes and nothing else. Returns the pids killed."""
-    wanted = f"SLURM_CONF={conf}".encode()
+    """SIGKILL every process of the cluster configured by `conf` (`cluster_processes`).
+    Returns the pids killed."""
     killed = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) == os.getpid():
-            continue
+    for proc in cluster_processes(conf):
         try:
-            environ = (proc / "environ").read_bytes().split(b"\0")
+            os.kill(int(proc.name), signal.SIGKILL)
         except OSError:
             continue
-        if wanted in environ:
-            try:
-                os.kill(int(proc.name), signal.SIGKILL)
-            except OSError:
-                continue
-            killed.append(int(proc.name))
+        killed.append(int(proc.name))
     return killed
