@@ -15,6 +15,8 @@ definition (tests/simulator/test_range_reads.py checks it on generated fleets).
 from __future__ import annotations
 
 import math
+import threading
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -25,6 +27,38 @@ from simulator.tracks import Computed, Effect, SampleGrid, Track, evaluate, eval
 
 Group = tuple[str, tuple[tuple[str, str], ...]]
 """A sample identity: its node and its identity labels."""
+
+
+class Identity:
+    """A sample identity as one shared object: equal groups are the same Identity (`interned`),
+    so a read keys its samples by the object (a pointer's hash) instead of hashing the node and
+    every label pair again, and each identity's labels dict is built once. A sample's labels
+    are read-only, as every consumer treats them."""
+
+    __slots__ = ("__weakref__", "group", "labels", "node")
+
+    def __init__(self, group: Group) -> None:
+        self.group = group
+        self.node = group[0]
+        self.labels = dict(group[1])
+
+
+_IDENTITIES: weakref.WeakValueDictionary[Group, Identity] = weakref.WeakValueDictionary()
+_INTERNING = threading.Lock()
+"""One Identity per group while any is held (a track's memo, a read's answer): two reads in
+two threads must never make two for one group, or a read would split an identity in two."""
+
+
+def interned(group: Group) -> Identity:
+    """The Identity of `group`: the one already held, else a new one."""
+    found = _IDENTITIES.get(group)
+    if found is None:
+        with _INTERNING:
+            found = _IDENTITIES.get(group)
+            if found is None:
+                found = _IDENTITIES[group] = Identity(group)
+    return found
+
 Column = list[tuple[float, float] | None]
 """A track's `evaluate` result at each time of a read."""
 Values = dict[Group, list[float | None]]
@@ -111,7 +145,7 @@ class Selection:
             )
         return selection
 
-    def at_one(self, time: float) -> dict[Group, float | None]:
+    def at_one(self, time: float) -> dict[Identity, float | None]:
         """Each sample identity's value at `time` (fleet seconds), before `scale` (None: no
         sample), in the order the tracks find them (an instant read's samples)."""
         self._grids = [SampleGrid.over(start=time - self._window, end=time)]
@@ -137,10 +171,10 @@ class Selection:
             return False
         return not self._by_workload or labels.get(self._labels.workload) == self._query.workload
 
-    def _group(self, node: str, labels: Mapping[str, str]) -> Group:
-        return node, tuple([(k, labels[k]) for k in self._identity if k in labels])
+    def _group(self, node: str, labels: Mapping[str, str]) -> Identity:
+        return interned((node, tuple([(k, labels[k]) for k in self._identity if k in labels])))
 
-    def _valued_group(self, track: Track, last: float) -> Group:
+    def _valued_group(self, track: Track, last: float) -> Identity:
         """`_group` of the labels the track exports with `last` (the XID gauge's `err_code`),
         kept on the track while reads group it by the same identity labels and find the same
         value (a zero's sign too): a healthy GPU's XID is 0 read after read."""
@@ -157,7 +191,7 @@ class Selection:
         track.group = ((self._identity, last), group)
         return group
 
-    def _own_group(self, track: Track) -> Group:
+    def _own_group(self, track: Track) -> Identity:
         """`_group` of the track's own labels, kept on the track for the next read that groups
         by the same identity labels (a track's labels never change)."""
         memo = track.group
@@ -170,7 +204,7 @@ class Selection:
     def _static(self) -> Values:
         """Labels fixed in time, several times: each identity's tracks are known once, so each
         identity's values are combined column by column."""
-        by_group: dict[Group, list[Column]] = {}
+        by_group: dict[Identity, list[Column]] = {}
         shared: dict[tuple[Effect, ...], Column] = {}
         for i, track in enumerate(self._tracks):
             group = self._own_group(track)
@@ -184,7 +218,7 @@ class Selection:
                 own = alone.get(id(column))
                 if own is None:
                     own = alone[id(column)] = [None if r is None else r[0] for r in column]
-                out[group] = own
+                out[group.group] = own
                 continue
             values: list[float | None] = []
             for results in zip(*columns, strict=True):
@@ -195,7 +229,7 @@ class Selection:
                     values.append(found[0])
                 else:
                     values.append(combine(found))
-            out[group] = values
+            out[group.group] = values
         return out
 
     def _per_time(self) -> Values:
@@ -203,18 +237,18 @@ class Selection:
         on its own, over the tracks selected once."""
         out: Values = {}
         for at, grid in enumerate(self._grids):
-            for group, value in self._one_time(at, grid).items():
-                out.setdefault(group, [None] * len(self._grids))[at] = value
+            for identity, value in self._one_time(at, grid).items():
+                out.setdefault(identity.group, [None] * len(self._grids))[at] = value
         return out
 
-    def _one_time(self, at: int, grid: SampleGrid) -> dict[Group, float | None]:
+    def _one_time(self, at: int, grid: SampleGrid) -> dict[Identity, float | None]:
         spec = self._spec
         joins = zip(spec.joins, self._joins, strict=True)
         indexes = [_index(join, tracks, at=grid.end) for join, tracks in joins]
         quantile = spec.fn == "quantile"
-        values: dict[Group, float] = {}
-        shared_by: dict[Group, list[float]] = {}
-        buckets: dict[Group, dict[float, float]] = {}
+        values: dict[Identity, float] = {}
+        shared_by: dict[Identity, list[float]] = {}
+        buckets: dict[Identity, dict[float, float]] = {}
         shared: dict[tuple[Effect, ...], Column] = {}
         once: dict[tuple[Effect, ...], tuple[float, float] | None] = {}
         single_time = len(self._grids) == 1

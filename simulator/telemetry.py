@@ -45,9 +45,6 @@ class SimTelemetry:
         self.workload_labels = dict(workload_labels)
         self.queries = 0
         self._lock = threading.Lock()
-        self._labels: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
-        """Each identity's labels as one dict, shared by the samples of every read (a sample's
-        labels are read-only): a read builds no dict per sample."""
 
     def read(self, query: SignalQuery) -> SignalResult:
         """Evaluate `query.signal` for its nodes, its workload, or the whole fleet.
@@ -62,17 +59,13 @@ class SimTelemetry:
             self.queries += 1
         wanted = self._nodes(spec, query)
         at = self.fleet.offset(self.fleet.now())
-        scale, made = spec.scale, self._labels
+        scale = spec.scale
         samples = []
         for part, nodes in _parts(spec, query, wanted):
             found = self._select(spec, part, nodes).at_one(at)
-            for (node, labels), value in found.items():
-                if value is None:
-                    continue
-                as_dict = made.get(labels)
-                if as_dict is None:
-                    as_dict = made[labels] = dict(labels)
-                samples.append(Sample(node, value * scale, as_dict))
+            for identity, value in found.items():
+                if value is not None:  # an identity's labels: one dict, shared by its samples
+                    samples.append(Sample(identity.node, value * scale, identity.labels))
         seen = {s.node for s in samples}
         candidates = wanted if wanted is not None else []
         missing = tuple(n for n in candidates if n not in seen)

@@ -16,6 +16,8 @@ The reference shares with selection.py only what this change did not touch: how 
 
 from __future__ import annotations
 
+import sys
+import threading
 from collections.abc import Iterable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -40,7 +42,7 @@ from simulator import SCENARIO_DIR, Fleet, SimTelemetry
 from simulator import telemetry as sim_telemetry
 from simulator.pod_metrics import pod_tracks
 from simulator.scenarios import Scenario, load_scenario
-from simulator.selection import AGGREGATE, histogram_quantile, join_labels
+from simulator.selection import AGGREGATE, Identity, histogram_quantile, interned, join_labels
 from simulator.tracks import Computed, Effect, SampleGrid, Track, evaluate
 
 T0 = datetime(2026, 11, 27, 3, 0, tzinfo=UTC)
@@ -349,3 +351,31 @@ def test_pod_series_of_named_nodes_are_those_of_a_scan_of_every_pod(
     assert [(t.entity, t.labels) for t in found] == [
         (t.entity, t.labels) for t in pod_tracks(metric, scan)
     ]
+
+
+def test_equal_groups_are_one_identity_while_held_even_interned_by_many_threads() -> None:
+    """Reads in several threads intern the sample identities they meet: equal groups must give
+    one Identity, or a read would count one identity's series as two."""
+    groups = [(f"node-{i}", (("gpu", str(i % 8)), ("UUID", f"GPU-{i}"))) for i in range(2_000)]
+    start = threading.Barrier(8, timeout=30)
+    found: list[list[Identity]] = []
+
+    def intern_all() -> None:
+        fresh = [(node, tuple((k, v) for k, v in pairs)) for node, pairs in groups]  # equal, new
+        start.wait()
+        found.append([interned(g) for g in fresh])
+
+    threads = [threading.Thread(target=intern_all) for _ in range(8)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch between any two bytecodes: races show
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert len(found) == 8
+    for i, group in enumerate(groups):
+        assert len({id(identities[i]) for identities in found}) == 1
+        assert found[0][i].group == group and found[0][i].labels == dict(group[1])
