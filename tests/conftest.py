@@ -4,6 +4,7 @@ one throw-away Slurm cluster per session for the tests that need one."""
 
 from __future__ import annotations
 
+import logging
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +26,19 @@ if TYPE_CHECKING:
 # Ctrl-C's signal as a person would, so the processes they start get the default handling.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.fixture(autouse=True)
+def _no_stream_handler_left_on_the_root_logger() -> Iterator[None]:
+    """A test that runs a command in-process (`bot.cli.main.main`) leaves the root logger a
+    StreamHandler on that test's captured stderr. pytest closes the capture when the test ends,
+    and a later test's background thread (a server logging its start) then hit it: "--- Logging
+    error --- I/O operation on closed file" in the CI log. Removed after each test (pytest's own
+    capture handlers are subclasses, kept)."""
+    yield
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if type(h) is logging.StreamHandler]:
+        root.removeHandler(handler)
 
 
 @pytest.fixture
