@@ -14,8 +14,9 @@ Inside a stage, reads run concurrently (a real backend answers in parallel), one
 stage's own thread and the rest on a pool that only runs stage members (a member never waits
 on that pool, so stages cannot deadlock it); decisions run in order in the stage's thread.
 Telemetry that answers with this process's own CPU (the simulated fleet, `Deps.parallel_reads`
-false) gains nothing from threads: its reads run one after another in the stage's thread, so
-only one read's samples are alive at a time (a 4,096-member storm's signal holds 32,768).
+false) gains nothing from threads: its signal steps run one after another in the stage's
+thread (each still waits for its read under the step deadline, bot.engine.deadlines), so only
+one read's samples are alive at a time (a 4,096-member storm's signal holds 32,768).
 A member that raises fails the stage after the others have finished, with the first error in
 step order; the stage's outputs are then not checkpointed and a retry runs it whole (reads are
 idempotent). Runs checkpointed by the graph of one node per step (before stages) resume on

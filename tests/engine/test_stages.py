@@ -221,6 +221,34 @@ def test_reads_of_in_process_telemetry_take_turns_in_the_stage_thread_beside_clu
     assert seen == [("a", stage_thread, 1), ("b", stage_thread, 1)]
 
 
+def test_a_run_on_the_simulated_fleet_reads_its_signals_one_at_a_time(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The wiring says the simulated fleet answers with this process's CPU, and a whole run's
+    signal reads then never overlap (each still waited on under its step's deadline)."""
+    assert rt.deps.parallel_reads is False
+    telemetry, lock = rt.deps.telemetry, threading.Lock()
+    under_way: list[str] = []
+    most: list[int] = []
+    read = telemetry.read
+
+    def counted(query: Any) -> Any:
+        with lock:
+            under_way.append(query.signal)
+            most.append(len(under_way))
+        try:
+            return read(query)
+        finally:
+            with lock:
+                under_way.remove(query.signal)
+
+    monkeypatch.setattr(telemetry, "read", counted)
+    loaded = rt.catalog.get("ecc-storm")
+    start(rt, loaded, incident_id=open_incident(rt, loaded))
+    signals = [s for s in loaded.runbook.steps if s.signal]
+    assert len(most) >= len(signals) > 1 and max(most) == 1
+
+
 def test_a_members_error_fails_the_stage_after_the_others_finished() -> None:
     finished: list[str] = []
 
