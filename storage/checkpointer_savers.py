@@ -67,7 +67,8 @@ class BufferedWrites(BaseCheckpointSaver[Any]):
     checkpoint of its first super-step: a crash before that one leaves no checkpoint, and the
     run starts again from its inputs (its work row has them). So is the checkpoint of a
     super-step that ran only nodes the engine named for its thread (`hold_after`: reads whose
-    timeline records wait for the checks that follow them), until the thread's next one.
+    timeline records wait for the checks and the verdict that follow them), until the thread's
+    next one.
 
     Put first in the bases (`class S(BufferedWrites, SqliteSaver)`): `super()` is the saver that
     writes; the subclass says how one transaction spans several of its calls (`_transaction`).

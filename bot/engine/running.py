@@ -616,7 +616,8 @@ class RunEngine:
         super-step not yet recorded, for the caller to record if this raises.
 
         A super-step of proposals only is recorded in one transaction with the next one (the
-        approval), and so is one of reads followed by checks alone (`followed_by_decisions`).
+        approval), and so is one of reads or checks followed by checks and verdicts alone
+        (`followed_by_decisions`).
         A crash in between leaves those steps off the timeline until the run is taken over;
         they are in its checkpoint, and `_catch_up` records them then."""
         config = {"configurable": {"thread_id": run_id}}
@@ -748,10 +749,11 @@ def _is_timer(value: Any) -> bool:
 
 _HELD = frozenset({StepKind.PROPOSE})
 """Step kinds recorded with the next super-step: proposals, which the approval follows at once.
-Reads are recorded as their super-step ends, unless checks alone follow them
-(`stages.followed_by_decisions`: those end within milliseconds, and both land in one
-transaction); the live Slack message and the terminal render the timeline from the database,
-and the person watching a slow Prometheus sees each read land (DESIGN: progress updated in
+Reads and checks are recorded as their super-step ends, unless checks and verdicts alone follow
+them (`stages.followed_by_decisions`: those end within milliseconds in-process, or one liveness
+read through Prometheus, and all land in one transaction with the verdict); the live Slack
+message and the terminal render the timeline from the database, and the person watching a slow
+Prometheus sees each super-step of reads that others follow land (DESIGN: progress updated in
 place as steps complete)."""
 
 

@@ -88,26 +88,29 @@ def plan_stages(loaded: LoadedRunbook) -> list[Stage]:
     return sorted(nodes, key=lambda stage: depth[stage.steps[0].id])  # dependencies first
 
 
-DECIDES_ONLY = frozenset({StepKind.CHECK})
-"""Kinds that neither read nor wait: a super-step of these alone ends within milliseconds."""
+DECIDES_SOON = frozenset({StepKind.CHECK, StepKind.LOCALIZE})
+"""Kinds of a super-step that ends soon after it starts: checks decide without reading, and a
+verdict reads at most once (the detector's liveness, bot/engine/steps/liveness.py: one query,
+under the telemetry's own timeout)."""
 
 
 def followed_by_decisions(loaded: LoadedRunbook, step_ids: Iterable[str]) -> bool:
-    """Whether steps of one super-step, all reads or checks (no verdict, proposal or action),
-    are followed by a super-step of checks alone: their records can wait for those checks'
-    (one transaction on the way to the verdict, issue 21) without a person watching the
-    timeline seeing them later than a few milliseconds."""
+    """Whether the super-step that ran the deepest of `step_ids` (reads or checks, no verdict,
+    proposal or action) is followed by a super-step of checks and verdicts alone: its records
+    (and those of the super-steps held before it, the rest of `step_ids`) can wait for that
+    one's, in one transaction on the way to the verdict (issue 21), without a person watching
+    the timeline seeing them later than that super-step's one read."""
     ids = set(step_ids)
-    depth = depths(loaded)
-    levels = {depth[step_id] for step_id in ids}
-    if len(levels) != 1:
+    if not ids:
         return False
-    level = levels.pop()
+    depth = depths(loaded)
+    level = max(depth[step_id] for step_id in ids)
     steps = loaded.runbook.steps
-    if any(s.kind not in STAGED - {StepKind.LOCALIZE} for s in steps if s.id in ids):
+    if any(s.kind not in STAGED - {StepKind.LOCALIZE} for s in steps
+           if s.id in ids and depth[s.id] == level):  # fmt: skip
         return False
     following = [s.kind for s in steps if depth[s.id] == level + 1]
-    return bool(following) and all(kind in DECIDES_ONLY for kind in following)
+    return bool(following) and all(kind in DECIDES_SOON for kind in following)
 
 
 def held_nodes(loaded: LoadedRunbook, *, staged: bool) -> frozenset[str]:

@@ -128,11 +128,11 @@ def test_a_run_commits_once_per_super_step_whatever_its_step_count(
         )
     assert outcome.status == "awaiting_approval"
     assert len(outcome.steps) == gathers + 3
-    # start (the run and its claimed work row), then one per super-step: the gathers (however
-    # many) with the check that alone follows them, localize, the evidence snapshot of the
-    # verdict, propose with the approval (proposals are recorded with the next super-step),
-    # then the work row done
-    assert commits[0] == 6
+    # start (the run and its claimed work row), then one per recorded super-step: the gathers
+    # (however many) with the check that alone follows them and the verdict that alone follows
+    # that, the evidence snapshot of the verdict, propose with the approval (proposals are
+    # recorded with the next super-step), then the work row done
+    assert commits[0] == 5
 
 
 def test_on_step_sees_each_step_committed_in_timeline_order(rt: Runtime) -> None:

@@ -108,7 +108,7 @@ def test_the_shipped_runbooks_run_their_reads_and_decisions_as_stages(rt: Runtim
 
 @settings(max_examples=300, deadline=None)
 @given(step_graphs())
-def test_records_wait_only_for_a_super_step_of_checks_alone(loaded: Any) -> None:
+def test_records_wait_only_for_a_super_step_of_checks_and_verdicts(loaded: Any) -> None:
     depth = depths(loaded)
     at: dict[int, list[Any]] = {}
     for step in loaded.runbook.steps:
@@ -120,22 +120,24 @@ def test_records_wait_only_for_a_super_step_of_checks_alone(loaded: Any) -> None
         expected = (
             all(s.kind in reads_or_checks for s in steps)
             and bool(following)
-            and all(s.kind is StepKind.CHECK for s in following)
+            and all(s.kind in (StepKind.CHECK, StepKind.LOCALIZE) for s in following)
         )
         assert waits == expected, (level, [s.kind for s in steps], [s.kind for s in following])
+        # with the super-steps before it (held, so pending too): the deepest one decides
+        earlier = [s.id for lower in range(1, level) for s in at.get(lower, [])]
+        assert followed_by_decisions(loaded, earlier + [s.id for s in steps]) == expected
     assert not followed_by_decisions(loaded, [])
 
 
-def test_the_ecc_storm_reads_are_recorded_with_its_checks_and_the_checks_alone(
-    rt: Runtime,
-) -> None:
+def test_the_ecc_storm_reads_and_checks_are_recorded_with_its_verdict(rt: Runtime) -> None:
     loaded = rt.catalog.get("ecc-storm")
     by_depth: dict[int, list[str]] = {}
     for step_id, level in depths(loaded).items():
         by_depth.setdefault(level, []).append(step_id)
     assert followed_by_decisions(loaded, by_depth[1])  # the gathers: checks alone follow
-    assert not followed_by_decisions(loaded, by_depth[2])  # the checks: localize reads next
-    assert not followed_by_decisions(loaded, by_depth[1] + by_depth[2])  # not one super-step
+    assert followed_by_decisions(loaded, by_depth[2])  # the checks: the verdict alone follows
+    assert followed_by_decisions(loaded, by_depth[1] + by_depth[2])  # both held, then
+    assert not followed_by_decisions(loaded, by_depth[1] + by_depth[2] + by_depth[3])  # recorded
 
 
 def test_reads_waiting_for_checks_that_fail_are_on_the_timeline(
