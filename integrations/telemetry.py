@@ -29,7 +29,7 @@ class SignalQuery:
             raise ValueError(f"signal '{self.signal}': window must be positive")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Sample:
     """One value of a signal: the node it belongs to and the identifying labels
     (`gpu`, `UUID`, `device`, `port`, `pod`, ...), as the exporter names them."""

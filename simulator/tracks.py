@@ -206,10 +206,10 @@ class Track:
     effects: tuple[Effect, ...] = ()
     entity: tuple[str, ...] = ()
     value_labels: Callable[[float], dict[str, str]] | None = field(default=None, repr=False)
-    group: tuple[Any, Any] | None = field(default=None, repr=False, compare=False)
-    """A read's memo (simulator/selection.py): the identity labels it was last grouped by (and,
-    for `value_labels`, the value) and its sample identity then, so a cached track is grouped
-    once, not on every read."""
+    group: tuple[Any, ...] | None = field(default=None, repr=False, compare=False)
+    """Reads' memo (simulator/selection.py): for the last few ways it was grouped (the
+    identity labels and, for `value_labels`, the value), flat pairs of that key and the sample
+    identity then, newest first, so a cached track is grouped once, not on every read."""
 
     def value(self, t: float) -> float | None:
         for effect in self.effects:

@@ -379,3 +379,22 @@ def test_equal_groups_are_one_identity_while_held_even_interned_by_many_threads(
     for i, group in enumerate(groups):
         assert len({id(identities[i]) for identities in found}) == 1
         assert found[0][i].group == group and found[0][i].labels == dict(group[1])
+
+
+def test_a_metric_read_by_two_groupings_is_grouped_once_for_each() -> None:
+    """The XID gauge is read by its last value per GPU and by its changes (other identity
+    labels): each track remembers both groupings, so reading both again interns nothing and
+    answers the same samples."""
+    clock = Clock()
+    fleet = Fleet(scenario(SCENARIO_DIR / "ecc-dbe-storm.yaml"), clock)
+    names = ("gpu.xid.last", "gpu.xid.changes", "gpu.ecc.dbe_rate")
+    specs = {name: catalog().get(name) for name in names}
+    assert len({specs[n].identity_labels for n in names[:2]}) == 2  # two ways to group
+    telemetry = SimTelemetry(fleet, SignalCatalog(specs))
+    queries = [SignalQuery(signal=n, window=timedelta(minutes=15)) for n in names]
+    clock.at = T0 + timedelta(minutes=20)
+    first = [telemetry.read(q).samples for q in queries]
+    assert all(first)
+    with patch("simulator.selection.interned", side_effect=AssertionError("grouped again")):
+        again = [telemetry.read(q).samples for q in queries]
+    assert again == first
