@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
+from functools import cache
 from typing import Any
 
-from sqlalchemy import or_, update
+from sqlalchemy import bindparam, or_, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, col, select
 
@@ -108,9 +109,14 @@ def get_work(session: Session, key: str) -> WorkItem | None:
 def _claimable(at: datetime, due_by: datetime | None = None) -> Any:
     """Pending, due by `due_by` (work time), and unowned or leased until before `at` (wall
     time; the two differ only on the simulated fleet, whose clock runs ahead)."""
+    return _claimable_by(at, due_by if due_by is not None else at)
+
+
+def _claimable_by(at: Any, due_by: Any) -> Any:
+    """`_claimable`'s conditions for values or bound parameters."""
     return (
         col(WorkItem.state) == PENDING,
-        col(WorkItem.due_at) <= (due_by or at),
+        col(WorkItem.due_at) <= due_by,
         or_(col(WorkItem.owner).is_(None), col(WorkItem.lease_expires_at) <= at),
     )
 
@@ -126,14 +132,34 @@ def claim_work(
 ) -> WorkItem | None:
     """Claim one row for `owner` until `at + lease`; None if another claimer holds it, it is
     not due, or it has finished. Only one concurrent claimer can win (a conditional UPDATE)."""
-    statement = (
-        update(WorkItem)
-        .where(col(WorkItem.id) == work_id, *_claimable(at, due_by))
-        .values(owner=owner, lease_expires_at=at + lease, attempts=col(WorkItem.attempts) + 1)
-    )
-    if session.connection().execute(statement).rowcount != 1:  # Core: no ORM sync to do
+    values = {
+        "work_id": work_id,
+        "claimer": owner,
+        "until": at + lease,
+        "at": at,
+        "due_by": due_by or at,
+    }
+    if session.connection().execute(_claim(), values).rowcount != 1:  # Core: no ORM sync
         return None
     return session.get(WorkItem, work_id, populate_existing=True)  # one read, as updated
+
+
+@cache
+def _claim() -> Any:
+    """`claim_work`'s conditional UPDATE, built once (a triage claims on its critical path):
+    the `_claimable` conditions with the times bound per call."""
+    return (
+        update(WorkItem)
+        .where(
+            col(WorkItem.id) == bindparam("work_id"),
+            *_claimable_by(bindparam("at"), bindparam("due_by")),
+        )
+        .values(
+            owner=bindparam("claimer"),
+            lease_expires_at=bindparam("until"),
+            attempts=col(WorkItem.attempts) + 1,
+        )
+    )
 
 
 def list_claimable(
