@@ -12,11 +12,14 @@ culprit, and a finding resting only on its values becomes unknown.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bot.config import Settings
 from bot.diagnosis.findings import CheckOutcome, CheckStatus, Culprit, Evidence, Finding
@@ -24,7 +27,7 @@ from bot.diagnosis.gating import gate
 from bot.diagnosis.layers import Layer, Severity
 from bot.diagnosis.localizing import localize
 from bot.engine.steps.freshness import drop_held_values, held_notes, stale_summary
-from bot.engine.steps.liveness import Liveness, discount
+from bot.engine.steps.liveness import Liveness, discount, stuck_gpus
 from bot.evaluation.evaluating import isolated, trigger
 from bot.wiring.runtime import open_runtime
 from integrations.signals import SignalCatalog, load_signal_catalog
@@ -197,3 +200,29 @@ def test_a_finding_resting_only_on_a_frozen_exporter_becomes_unknown() -> None:
     ]
     assert after[0].missing_signals == ("gpu.temperature",)
     assert discount(outcomes, Liveness(), dcgm_signals=frozenset()) == outcomes
+
+
+def _stuck_reference(samples: list[Sample]) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+    """`stuck_gpus` as `probe` computed it before (every node's GPUs grouped first)."""
+    per_node: dict[str, list[tuple[str, float]]] = {}
+    for sample in samples:
+        per_node.setdefault(sample.node, []).append((sample.labels.get("gpu", ""), sample.value))
+    stuck = tuple(sorted((n, g) for n, gpus in per_node.items() for g, v in gpus if v <= 0))
+    if not stuck:
+        return (), ()
+    whole = tuple(n for n, gpus in sorted(per_node.items()) if all(v <= 0 for _, v in gpus))
+    return stuck, whole
+
+
+_energy = st.builds(
+    Sample,
+    node=st.sampled_from([f"gpu-node-{i:02d}" for i in range(5)]),
+    value=st.one_of(st.sampled_from([0.0, -0.0, 1.0, -1.0, math.nan]), st.floats(allow_nan=True)),
+    labels=st.one_of(st.just({}), st.builds(lambda g: {"gpu": str(g)}, st.integers(0, 7))),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_energy, max_size=40))
+def test_stuck_gpus_are_the_grouped_definition(samples: list[Sample]) -> None:
+    assert stuck_gpus(samples) == _stuck_reference(samples)

@@ -26,7 +26,7 @@ from bot.diagnosis.spread import OUTLIER_RATIO
 from bot.engine.state import Deps
 from bot.engine.steps.common import parse_duration
 from integrations.errors import TelemetryUnavailable
-from integrations.telemetry import SignalQuery
+from integrations.telemetry import Sample, SignalQuery
 
 SIGNAL = "telemetry.dcgm_energy_increase"
 CHECK_ID = "telemetry_detector_stuck"
@@ -53,14 +53,23 @@ def probe(deps: Deps, steps: Mapping[str, Any]) -> Liveness:
         result = deps.telemetry.read(SignalQuery(signal=SIGNAL, nodes=tuple(nodes), window=window))
     except TelemetryUnavailable:
         return Liveness()  # the backend being down is steps.backends' finding, not this one
-    per_node: dict[str, list[tuple[str, float]]] = {}
-    for sample in result.samples:
-        per_node.setdefault(sample.node, []).append((sample.labels.get("gpu", ""), sample.value))
-    stuck = tuple(sorted((n, g) for n, gpus in per_node.items() for g, v in gpus if v <= 0))
+    stuck, whole = stuck_gpus(result.samples)
     if not stuck:
         return Liveness()
-    whole = tuple(n for n, gpus in sorted(per_node.items()) if all(v <= 0 for _, v in gpus))
     return Liveness(stuck=stuck, nodes=whole, outcome=_outcome(stuck, whole, window))
+
+
+def stuck_gpus(samples: Sequence[Sample]) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+    """The (node, gpu) whose energy did not increase, sorted, and the nodes where no GPU's did.
+    A healthy fleet has none: one pass finds that, and only the nodes with a stuck GPU are
+    looked at again (a 4,096-member storm's read is 32,768 samples)."""
+    held = [s for s in samples if s.value <= 0]
+    if not held:
+        return (), ()
+    stuck = tuple(sorted((s.node, s.labels.get("gpu", "")) for s in held))
+    suspects = {s.node for s in held}
+    moving = {s.node for s in samples if s.node in suspects and not s.value <= 0}  # NaN too
+    return stuck, tuple(sorted(suspects - moving))
 
 
 def _dcgm_steps(deps: Deps, steps: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
