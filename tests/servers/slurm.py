@@ -269,6 +269,10 @@ class SlurmServers:
         return self
 
     def start_slurmd(self, node: str) -> None:
+        """Start `node`'s slurmd. The one started before, if any, is waited for first: a fake
+        reboot leaves it a zombie of ours (its new slurmd is detached), and a `Popen` dropped
+        unwaited warns, as an error, in whichever test the collector then runs."""
+        stop_process(self.slurmd.pop(node, None))
         (self.workdir / "spool" / node).mkdir(parents=True, exist_ok=True)
         self.slurmd[node] = self._spawn(
             [slurm_binary("slurmd"), "-D", "-N", node, "-f", str(self.conf)], f"slurmd.{node}"
