@@ -60,6 +60,7 @@ def interned(group: Group) -> Identity:
                 found = _IDENTITIES[group] = Identity(group)
     return found
 
+
 def _remember(memo: tuple[Any, ...] | None, key: Any, group: Identity) -> tuple[Any, ...]:
     """A track's memo (`Track.group`) with (`key`, `group`) first and the newest pair it held
     second: a track remembers two ways of being grouped, so a metric that two signals read by

@@ -207,7 +207,7 @@ class Track:
     entity: tuple[str, ...] = ()
     value_labels: Callable[[float], dict[str, str]] | None = field(default=None, repr=False)
     group: tuple[Any, ...] | None = field(default=None, repr=False, compare=False)
-    """Reads' memo (simulator/selection.py): for the last few ways it was grouped (the
+    """Reads' memo (simulator/selection.py): for the last two ways it was grouped (the
     identity labels and, for `value_labels`, the value), flat pairs of that key and the sample
     identity then, newest first, so a cached track is grouped once, not on every read."""
 

@@ -1,8 +1,9 @@
 """How a run's progress reaches the database: one transaction per super-step, the super-steps
-of proposals, and of reads followed by checks alone, going with the next one.
+of proposals, and of reads or checks followed by checks and verdicts alone, going with the
+next one.
 
 Covers: a run that stops at its approval commits once for its start, once for its gathers
-with the check that follows them, once for its verdict, once for its evidence snapshot, once
+with the check and the verdict that follow them, once for its evidence snapshot, once
 for its proposals and the approval, and once for its work row, however many steps a
 super-step holds; `on_step` is called once per step, in the order the timeline records them,
 and only once the step's records are committed (its timeline event, and for the localize step

@@ -6,9 +6,9 @@ decisions are grouped; a stage's outputs come back in step order, its reads run 
 and a member's error fails the stage once the others have finished; a run that waited for its
 approval on the graph of one node per step (before stages) resumes on that graph and runs its
 verification, while a new run goes on the staged one. A super-step's records wait for the
-next one's only when that one is checks alone (never a read, a verdict or a person), on
-generated step graphs and the shipped runbooks; when those checks fail, the reads are on the
-timeline all the same.
+next one's only when that one is checks and verdicts alone (never a plain read, a proposal or
+a person), on generated step graphs and the shipped runbooks, with earlier held super-steps
+pending too; when those checks fail, the reads are on the timeline all the same.
 """
 
 from __future__ import annotations
