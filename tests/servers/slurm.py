@@ -52,6 +52,8 @@ RESUME_EVERY = 1.0
 OWNER_FILE = "owner.json"
 #: Slurm daemons take longer than Prometheus: node registration and slurmrestd's plugin loading.
 WAIT_SECONDS = 60.0
+PORT_TRIES = 3
+"""Ports slurmrestd is started on before the fixture gives up (`_start_slurmrestd`)."""
 
 
 #: The cluster's RebootProgram: a node "reboots" by its slurmd restarting with `-b` (report
@@ -419,7 +421,21 @@ class SlurmServers:
         poll(pinged, what="slurmctld to answer scontrol ping", seconds=WAIT_SECONDS)
 
     def _start_slurmrestd(self) -> None:
-        argv = [
+        """Start slurmrestd on a port picked as it starts, picked again (at most PORT_TRIES
+        times) when another process took it first: the 16 slurmd talk to slurmctld from
+        ephemeral ports, the range a free port comes from, while the cluster comes up."""
+        for _ in range(PORT_TRIES):
+            self.rest_port = free_port()
+            self.slurmrestd = self._spawn(self._rest_argv(), "slurmrestd")
+            try:
+                self._wait_rest()
+                return
+            except _PortTaken:
+                stop_process(self.slurmrestd)
+        self._alive(self.slurmrestd, "slurmrestd")  # fails, with the last log
+
+    def _rest_argv(self) -> list[str]:
+        return [
             slurm_binary("setpriv"),
             f"--reuid={REST_USER}",
             "--regid=nogroup",
@@ -433,12 +449,19 @@ class SlurmServers:
             ",".join(f"openapi/{v}" for v in REST_VERSIONS),
             f"127.0.0.1:{self.rest_port}",
         ]
-        self.slurmrestd = self._spawn(argv, "slurmrestd")
+
+    def _wait_rest(self) -> None:
+        """Until slurmrestd answers a ping; _PortTaken when it exited unable to bind."""
         token = self.token()
+        log = self.workdir / "log" / "slurmrestd.out"
         with httpx.Client(base_url=self.rest_url, timeout=5.0) as http:
 
             def answers() -> bool:
-                self._alive(self.slurmrestd, "slurmrestd")
+                process = self.slurmrestd
+                exited = process is not None and process.poll() is not None
+                if exited and "Address already in use" in log.read_text(errors="replace"):
+                    raise _PortTaken
+                self._alive(process, "slurmrestd")
                 headers = {"X-SLURM-USER-NAME": "root", "X-SLURM-USER-TOKEN": token}
                 try:
                     return http.get(f"/slurm/{REST_VERSIONS[0]}/ping", headers=headers).is_success
@@ -464,6 +487,10 @@ class SlurmServers:
                 f"{name} exited with {process.returncode}: {log.read_text()[-2000:]}",
                 pytrace=False,
             )
+
+
+class _PortTaken(Exception):
+    """slurmrestd exited because another process had bound its port."""
 
 
 def _hostlist(nodes: Sequence[str]) -> str:

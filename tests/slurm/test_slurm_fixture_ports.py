@@ -1,0 +1,41 @@
+"""The Slurm fixture's slurmrestd survives a port taken while the cluster came up
+(tests/servers/slurm.py).
+
+Covers: the port picked for slurmrestd is bound by another process when it starts (as an
+slurmd's connection to slurmctld from an ephemeral port once did in CI): it is started again on
+another port, answers there, and the cluster's REST URL says so.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.servers import slurm as slurm_module
+from tests.servers.prometheus import free_port, stop_process
+from tests.servers.slurm import REST_VERSIONS, SlurmServers
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield int(sock.getsockname()[1])
+
+
+def test_slurmrestd_starts_on_another_port_when_its_port_was_taken(
+    slurm: SlurmServers, taken_port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    picks = iter([taken_port])
+    monkeypatch.setattr(slurm_module, "free_port", lambda: next(picks, None) or free_port())
+    stop_process(slurm.slurmrestd)
+    slurm._start_slurmrestd()
+    assert slurm.rest_port != taken_port
+    assert slurm.rest_url == f"http://127.0.0.1:{slurm.rest_port}"
+    headers = {"X-SLURM-USER-NAME": "root", "X-SLURM-USER-TOKEN": slurm.token()}
+    ping = httpx.get(f"{slurm.rest_url}/slurm/{REST_VERSIONS[0]}/ping", headers=headers)
+    assert ping.is_success
