@@ -9,6 +9,7 @@ binary fails the test with the apt package to install; it is never skipped.
 
 from __future__ import annotations
 
+import random
 import shutil
 import socket
 import subprocess
@@ -41,11 +42,42 @@ def require_binary(name: str, *, package: str) -> str:
     return path
 
 
+LISTEN_PORTS_FROM = 20_000
+"""The lowest port `free_port` picks; it picks below the kernel's ephemeral range."""
+_PICKS = random.SystemRandom()  # not the `random` module's state, which Hypothesis seeds
+
+
 def free_port() -> int:
-    """A port nothing listens on right now (bound and released on 127.0.0.1)."""
+    """A port nothing listens on right now (bound and released on 127.0.0.1), below the
+    kernel's ephemeral range: a port from that range can be taken, between the pick and the
+    server's bind, by any outgoing connection (CI: an slurmd's to slurmctld took slurmrestd's).
+    The kernel's own pick when that range starts too low to leave room."""
+    low = _ephemeral_low()
+    for _ in range(200 if low - LISTEN_PORTS_FROM >= 1_000 else 0):
+        port = _PICKS.randrange(LISTEN_PORTS_FROM, low)
+        if port_free(port):
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def port_free(port: int) -> bool:
+    """Whether `port` can be bound on 127.0.0.1 right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (Linux; 32768 when unreadable)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768
 
 
 def poll(

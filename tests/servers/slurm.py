@@ -37,7 +37,7 @@ import httpx
 import pytest
 
 from integrations.slurm import Labelling, Scontrol, SlurmCluster, SlurmRest
-from tests.servers.prometheus import free_port, poll, stop_process
+from tests.servers.prometheus import free_port, poll, port_free, stop_process
 
 PACKAGES = "slurmctld slurmd slurmrestd slurm-client munge slurm-wlm-jwt-plugin"
 NODES = tuple(f"gpu-node-{i:02d}" for i in range(16))
@@ -96,20 +96,9 @@ def free_port_range(count: int) -> int:
     """The first of `count` consecutive ports nothing listens on (one slurmd each)."""
     for _ in range(50):
         base = free_port()
-        if base + count < 65000 and all(_port_free(base + i) for i in range(count)):
+        if base + count < 65000 and all(port_free(base + i) for i in range(count)):
             return base
     pytest.fail(f"no {count} consecutive free ports on 127.0.0.1", pytrace=False)
-
-
-def _port_free(port: int) -> bool:
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
 
 
 @dataclass
@@ -118,7 +107,8 @@ class SlurmServers:
 
     workdir: Path
     ctld_port: int = field(default_factory=free_port)
-    rest_port: int = field(default_factory=free_port)
+    rest_port: int = 0
+    """Picked as slurmrestd starts (`_start_slurmrestd`)."""
     slurmd_base: int = field(default_factory=lambda: free_port_range(len(NODES)))
     munged: subprocess.Popen[bytes] | None = None
     slurmctld: subprocess.Popen[bytes] | None = None
@@ -422,8 +412,8 @@ class SlurmServers:
 
     def _start_slurmrestd(self) -> None:
         """Start slurmrestd on a port picked as it starts, picked again (at most PORT_TRIES
-        times) when another process took it first: the 16 slurmd talk to slurmctld from
-        ephemeral ports, the range a free port comes from, while the cluster comes up."""
+        times) when another process took it first (`free_port` picks below the ephemeral range,
+        so no outgoing connection can; another listener still may)."""
         for _ in range(PORT_TRIES):
             self.rest_port = free_port()
             self.slurmrestd = self._spawn(self._rest_argv(), "slurmrestd")

@@ -1,8 +1,9 @@
 """The Slurm fixture's slurmrestd survives a port taken while the cluster came up
 (tests/servers/slurm.py).
 
-Covers: the port picked for slurmrestd is bound by another process when it starts (as an
-slurmd's connection to slurmctld from an ephemeral port once did in CI): it is started again on
+Covers: a test server's port is picked below the kernel's ephemeral range, where no outgoing
+connection can take it (an slurmd's connection to slurmctld once took slurmrestd's in CI); the
+port picked for slurmrestd is bound by another listener when it starts: it is started again on
 another port, answers there, and the cluster's REST URL says so.
 """
 
@@ -10,13 +11,20 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.servers import slurm as slurm_module
-from tests.servers.prometheus import free_port, stop_process
+from tests.servers.prometheus import LISTEN_PORTS_FROM, free_port, port_free, stop_process
 from tests.servers.slurm import REST_VERSIONS, SlurmServers
+
+
+def test_a_free_port_is_below_the_ephemeral_range_and_bindable() -> None:
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = [free_port() for _ in range(50)]
+    assert all(LISTEN_PORTS_FROM <= p < low and port_free(p) for p in ports)
 
 
 @pytest.fixture
