@@ -8,7 +8,11 @@ same commit; a read of the thread in the holding saver (`get_tuple`, `list`), `f
 `close` put them on disk too; a held write is kept per thread (one thread's checkpoint does
 not carry another's); `delete_thread` drops them. The checkpoint of a super-step that ran only
 nodes named by `hold_after` waits for the thread's next one (not one that also ran another
-node, nor once the engine names none).
+node, nor once the engine names none). A commit writes only the thread's newest checkpoint
+and the writes made from it: the held checkpoints it supersedes, and the writes they applied,
+never reach disk, and the newest one still loads every channel they made new (PostgreSQL stores
+a blob per channel version). (That the engine's graphs have no channel rebuilt from its
+ancestors' writes: tests/engine/test_graph_channels.py.)
 """
 
 from __future__ import annotations
@@ -60,12 +64,17 @@ def put(
     parent: str | None,
     source: Literal["input", "loop"],
     step: int,
+    channels: dict[str, tuple[str, Any]] | None = None,
+    new: tuple[str, ...] = (),
 ) -> str:
+    """Put a checkpoint of `channels` (name -> (version, value)), `new` the channels whose
+    versions it made new."""
     checkpoint: Checkpoint = empty_checkpoint()
-    checkpoint["channel_values"] = {"step": step}
-    saved = saver.put(
-        config(thread, parent), checkpoint, {"source": source, "step": step, "parents": {}}, {}
-    )
+    checkpoint["channel_values"] = {"step": step} | {k: v for k, (_, v) in (channels or {}).items()}
+    checkpoint["channel_versions"] = {k: ver for k, (ver, _) in (channels or {}).items()}
+    versions = {k: checkpoint["channel_versions"][k] for k in new}
+    metadata: Any = {"source": source, "step": step, "parents": {}}
+    saved = saver.put(config(thread, parent), checkpoint, metadata, versions)
     assert saved["configurable"]["checkpoint_id"] == checkpoint["id"]
     return checkpoint["id"]
 
@@ -85,11 +94,13 @@ def test_task_writes_and_the_input_checkpoint_reach_disk_with_the_next_checkpoin
     assert other.get_tuple(config("run-1")) is None  # the input checkpoint is held too
     applied = put(holding, "run-1", first, "loop", 0)
     assert other.get_tuple(config("run-1")) is None  # and the one with its inputs applied
+    holding.put_writes(config("run-1", applied), [("a", 4)], "task-a")
     second = put(holding, "run-1", applied, "loop", 1)
-    assert other.get_tuple(config("run-1", applied)) is not None  # all in one commit
-    latest = other.get_tuple(config("run-1"))
+    latest = other.get_tuple(config("run-1"))  # committed with the next one, which supersedes
     assert latest is not None and latest.config["configurable"]["checkpoint_id"] == second
-    assert writes_seen(other, "run-1", first) == [1, 2]
+    for superseded in (first, applied):  # them and the writes they applied: never on disk
+        assert other.get_tuple(config("run-1", superseded)) is None
+        assert writes_seen(other, "run-1", superseded) == []
     holding.put_writes(config("run-1", second), [("c", 3)], "task-c")
     assert writes_seen(other, "run-1", second) == []
     assert writes_seen(holding, "run-1", second) == [3]  # a read of the thread commits them
@@ -103,9 +114,10 @@ def test_flush_and_close_put_what_is_held_on_disk_per_thread(open_saver: Opener)
             two = put(holding, "run-2", None, "loop", 0)
             holding.put_writes(config("run-1", one), [("a", 1)], "task-a")
             holding.put_writes(config("run-2", two), [("b", 2)], "task-b")
-            put(holding, "run-2", two, "loop", 1)  # carries run-2's write, not run-1's
+            assert writes_seen(other, "run-2", two) == []
+            put(holding, "run-2", two, "loop", 1)  # commits run-2's held, not run-1's
             assert writes_seen(other, "run-1", one) == []
-            assert writes_seen(other, "run-2", two) == [2]
+            assert writes_seen(other, "run-2", two) == []  # applied in run-2's newest
             flush_writes(holding, "run-1")
             assert writes_seen(other, "run-1", one) == [1]
             holding.put_writes(config("run-1", one), [("c", 3)], "task-c")
@@ -131,10 +143,9 @@ def test_a_super_step_of_named_nodes_waits_for_the_next_checkpoint(
     assert other.get_tuple(config("run-1")) is None  # the reads' checkpoint is held
     holding.put_writes(config("run-1", gathered), [("checks", 2)], "task-b", pull("stage-2"))
     checked = put(holding, "run-1", gathered, "loop", 2)
-    latest = other.get_tuple(config("run-1"))  # both, in one commit
+    latest = other.get_tuple(config("run-1"))  # committed with the next one
     assert latest is not None and latest.config["configurable"]["checkpoint_id"] == checked
-    assert writes_seen(other, "run-1", applied) == [1]
-    assert writes_seen(other, "run-1", gathered) == [2]
+    assert other.get_tuple(config("run-1", gathered)) is None  # superseded by it
     # a super-step that also ran another node is not held
     holding.put_writes(config("run-1", checked), [("reads", 3)], "task-c", pull("stage-1"))
     holding.put_writes(config("run-1", checked), [("fix", 4)], "task-d", pull("fix"))
@@ -147,3 +158,37 @@ def test_a_super_step_of_named_nodes_waits_for_the_next_checkpoint(
     last = put(holding, "run-1", mixed, "loop", 4)
     found = other.get_tuple(config("run-1"))
     assert found is not None and found.config["configurable"]["checkpoint_id"] == last
+
+
+def test_the_newest_checkpoint_loads_what_the_superseded_ones_made_new(
+    savers: tuple[BaseCheckpointSaver[Any], BaseCheckpointSaver[Any]],
+) -> None:
+    """Channel values that are not primitives are blobs on PostgreSQL, one per version, written
+    for the versions a checkpoint made new: the superseded checkpoints' versions must be written
+    with the newest, or it would name versions no row holds."""
+    holding, other = savers
+    hold_after(holding, "run-1", {"stage-1"})
+    reads = {"summary": [1, 2, 3]}
+    applied = put(holding, "run-1", None, "loop", 0, {"inputs": ("1", {"node": "n1"})}, ("inputs",))
+    holding.put_writes(config("run-1", applied), [("steps", reads)], "task-a", pull("stage-1"))
+    gathered = put(
+        holding, "run-1", applied, "loop", 1,
+        {"inputs": ("1", {"node": "n1"}), "steps": ("2", reads)}, ("steps",),
+    )  # fmt: skip
+    holding.put_writes(config("run-1", gathered), [("checks", 2)], "task-b", pull("stage-2"))
+    checked = {"summary": [1, 2, 3], "check": "fired"}
+    newest = put(
+        holding, "run-1", gathered, "loop", 2,
+        {"inputs": ("1", {"node": "n1"}), "steps": ("3", checked), "verdict": ("3", ["n1"])},
+        ("steps", "verdict"),
+    )  # fmt: skip
+    holding.put_writes(config("run-1", newest), [("x", 1)], "task-c", pull("fix"))
+    latest = other.get_tuple(config("run-1"))
+    assert latest is not None and latest.config["configurable"]["checkpoint_id"] == newest
+    assert other.get_tuple(config("run-1", gathered)) is None  # superseded
+    values = latest.checkpoint["channel_values"]
+    assert values["inputs"] == {"node": "n1"}  # made new by a superseded checkpoint only
+    assert values["steps"] == checked and values["verdict"] == ["n1"]
+    flush_writes(holding, "run-1")  # writes made from the newest are kept
+    assert writes_seen(other, "run-1", newest) == [1]
+
