@@ -67,7 +67,8 @@ def summarize_signal(
     values = ranking.ranked_values()
     top = ranking.first(MAX_SAMPLES)
     per_node = Counter(map(_node_of, read))
-    over_zero_nodes = {s.labels.get("node", s.node) for s in read if s.value > 0}
+    # node sets in read order, not hashed: samples come node by node, so their sort is one run
+    over_zero_nodes = dict.fromkeys([s.labels.get("node", s.node) for s in read if s.value > 0])
     sparse = _sparse_of(per_node, order=ranking.nodes)
     summary: dict[str, Any] = {
         "signal": result.signal,
@@ -84,7 +85,7 @@ def summarize_signal(
         "over_zero": [_sample_dict(s) for s in ranking.first_above(0.0, MAX_SAMPLES)],
         # a sample's dict lets a `node` label stand for the node, and so do these names
         "over_zero_nodes": sorted(over_zero_nodes),
-        "zero_nodes": sorted({s.node for s in read if s.value <= 0}),
+        "zero_nodes": sorted(dict.fromkeys([s.node for s in read if s.value <= 0])),
         "present_nodes": sorted(per_node),
         "sparse_nodes": sparse,
         "gone": _gone(read, sparse=sparse),

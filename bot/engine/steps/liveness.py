@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
+from itertools import chain
 from typing import Any
 
 from bot.diagnosis.findings import CheckOutcome, CheckStatus, Culprit, Evidence, Finding
@@ -44,7 +45,8 @@ class Liveness:
 def probe(deps: Deps, steps: Mapping[str, Any]) -> Liveness:
     """Read the energy counter for every node a dcgm signal of the run reported (one query)."""
     dcgm = _dcgm_steps(deps, steps)
-    nodes = sorted({n for data in dcgm.values() for n in data.get("present_nodes", [])})
+    listed = (data.get("present_nodes", []) for data in dcgm.values())  # each one sorted
+    nodes = sorted(dict.fromkeys(chain.from_iterable(listed)))  # so in order: one run to sort
     if SIGNAL not in deps.signals or not nodes:
         return Liveness()
     window = max((parse_duration(str(d.get("window") or "15m")) for d in dcgm.values()),
