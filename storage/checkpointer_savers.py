@@ -73,7 +73,8 @@ class BufferedWrites(BaseCheckpointSaver[Any]):
     run starts again from its inputs (its work row has them). So is the checkpoint of a
     super-step that ran only nodes the engine named for its thread (`hold_after`: reads whose
     timeline records wait for the checks and the verdict that follow them), until the thread's
-    next one.
+    next one. A commit writes only the newest checkpoint among them and the writes made from
+    it (`_needed`): the next one supersedes what it holds.
 
     Put first in the bases (`class S(BufferedWrites, SqliteSaver)`): `super()` is the saver that
     writes; the subclass says how one transaction spans several of its calls (`_transaction`).
@@ -205,14 +206,14 @@ def _needed(pending: Sequence[_Held]) -> builtins.list[_Held]:
     version, for the versions a checkpoint made new, and the newest one names them all. Its
     values are the newest's own: a channel not written since keeps its value and its version.
     The engine's graphs have no `DeltaChannel` (a value rebuilt from its ancestors' writes,
-    which are not kept): tests/storage/test_checkpointer_buffered.py checks that."""
+    which are not kept): tests/engine/test_graph_channels.py checks that."""
     newest: dict[tuple[str, str], int] = {}  # (thread, namespace) -> its newest checkpoint
     for index, held in enumerate(pending):
         if held.checkpoint is not None:
             newest[_thread(held)] = index
     made_new: dict[tuple[str, str], set[str]] = {}
-    for index, held in enumerate(pending):
-        if held.checkpoint is not None and index <= newest[_thread(held)]:
+    for held in pending:
+        if held.checkpoint is not None:
             made_new.setdefault(_thread(held), set()).update(held.new_versions or {})
     needed: builtins.list[_Held] = []
     for index, held in enumerate(pending):
