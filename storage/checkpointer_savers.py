@@ -208,12 +208,10 @@ def _needed(pending: Sequence[_Held]) -> builtins.list[_Held]:
     The engine's graphs have no `DeltaChannel` (a value rebuilt from its ancestors' writes,
     which are not kept): tests/engine/test_graph_channels.py checks that."""
     newest: dict[tuple[str, str], int] = {}  # (thread, namespace) -> its newest checkpoint
+    made_new: dict[tuple[str, str], set[str]] = {}  # -> channels its checkpoints made new
     for index, held in enumerate(pending):
         if held.checkpoint is not None:
             newest[_thread(held)] = index
-    made_new: dict[tuple[str, str], set[str]] = {}
-    for held in pending:
-        if held.checkpoint is not None:
             made_new.setdefault(_thread(held), set()).update(held.new_versions or {})
     needed: builtins.list[_Held] = []
     for index, held in enumerate(pending):
