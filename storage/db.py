@@ -17,9 +17,9 @@ from sqlmodel import Session, SQLModel
 from storage import revisions
 from storage import tables as _tables  # noqa: F401  (registers the tables on SQLModel.metadata)
 from storage.engines import BUSY_TIMEOUT_MS as BUSY_TIMEOUT_MS  # re-exported for callers
-from storage.engines import READ_ONLY
 from storage.engines import make_engine as make_engine
 from storage.engines import parse_url as parse_url
+from storage.engines import read_only as read_only
 from storage.engines import redact as redact
 from storage.engines import sqlite_path as sqlite_path
 from storage.errors import (
@@ -63,8 +63,9 @@ def session_scope(engine: Engine) -> Iterator[Session]:
 @contextmanager
 def read_scope(engine: Engine) -> Iterator[Session]:
     """A session for reading only: on SQLite its transaction never takes the write lock (it
-    begins DEFERRED), so a slow reader holds up no writer. Nothing is committed."""
-    reading = Session(engine.execution_options(**{READ_ONLY: True}), expire_on_commit=False)
+    begins DEFERRED), so a slow reader holds up no writer. Nothing is committed; the objects
+    read stay readable after the block (detached, as loaded), as `session_scope`'s do."""
+    reading = Session(read_only(engine), expire_on_commit=False)
     with _scope(engine, reading, commit=False) as session:
         yield session
 
@@ -78,6 +79,7 @@ def _scope(engine: Engine, session: Session, *, commit: bool) -> Iterator[Sessio
         if commit:
             session.commit()
         else:
+            session.expunge_all()  # a rollback would expire them
             session.rollback()
     except exc.SQLAlchemyError as err:
         session.rollback()

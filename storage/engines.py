@@ -116,8 +116,15 @@ def _on_sqlite_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> N
 
 
 READ_ONLY = "gpu_oncall_read_only"
-"""Execution option of a read-only engine (`storage.db.read_scope`): its SQLite transactions
-begin DEFERRED, so a read never takes the write lock."""
+"""Execution option of a read-only engine (`read_only`): its SQLite transactions begin
+DEFERRED, so a read never takes the write lock."""
+
+
+def read_only(engine: Engine) -> Engine:
+    """`engine` for reads only (`storage.db.read_scope`, a read on a connection of its own): on
+    SQLite its transactions begin DEFERRED, so a read neither waits for the write lock nor holds
+    up a writer; a plain `engine.connect()` would begin IMMEDIATE, as writes do."""
+    return engine.execution_options(**{READ_ONLY: True})
 
 
 def _on_sqlite_begin(connection: Connection) -> None:

@@ -19,7 +19,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, col, select
 
-from storage.db import translate
+from storage.db import read_only, translate
 from storage.errors import InvalidValueError
 from storage.tables import GpuHistoryRow
 
@@ -85,7 +85,7 @@ def read_history_uncommitted(
     if not keys:
         return []
     try:
-        with engine.connect() as connection:
+        with read_only(engine).connect() as connection:
             found = connection.execute(_FACTS_SINCE, {"keys": sorted(keys), "since": since})
             return [tuple(row) for row in found]
     except SQLAlchemyError as err:

@@ -16,7 +16,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, col, select
 
-from storage.db import translate
+from storage.db import read_only, translate
 from storage.tables import EvidenceSnapshot, Incident
 
 _TABLE = EvidenceSnapshot.__table__  # type: ignore[attr-defined]
@@ -75,7 +75,7 @@ def snapshot_anchor(engine: Engine, *, incident_id: int) -> datetime | None:
     less its margin; None for no such incident or neither time. One read of one column on a
     connection of its own that commits nothing (before the telemetry read: no lock held)."""
     try:
-        with engine.connect() as connection:
+        with read_only(engine).connect() as connection:
             found = connection.execute(_ANCHOR, {"incident_id": incident_id}).first()
     except SQLAlchemyError as err:
         raise translate(err, engine=engine) from err

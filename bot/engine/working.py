@@ -30,7 +30,7 @@ from storage import actions as action_store
 from storage import incidents as incident_store
 from storage import runs as run_store
 from storage import work as work_store
-from storage.db import session_scope
+from storage.db import read_scope, session_scope
 from storage.errors import StorageError
 from storage.tables import RunbookRun, WorkItem
 
@@ -140,8 +140,9 @@ class WorkQueue:
         return item
 
     def due_work(self, *, limit: int = 100) -> list[int]:
-        """Ids of work rows any worker may claim now: new, due, or left by a dead worker."""
-        with session_scope(self.db) as session:
+        """Ids of work rows any worker may claim now: new, due, or left by a dead worker (a
+        read: the claim decides)."""
+        with read_scope(self.db) as session:
             rows = work_store.list_claimable(
                 session, at=self.leases.now(), due_by=self.deps.clock.now(), limit=limit
             )
@@ -324,7 +325,7 @@ class WorkQueue:
     def give_up_exhausted(self) -> list[int]:
         """End the work whose workers kept dying (`max_attempts` claims): its run and incident
         end `failed`, the reason on the timeline. Returns the incident ids."""
-        with session_scope(self.db) as session:
+        with read_scope(self.db) as session:  # each give-up below checks its row again
             rows = work_store.exhausted(
                 session,
                 at=self.leases.now(),

@@ -42,7 +42,7 @@ from bot.incidents.states import IncidentState
 from bot.incidents.views import IncidentView
 from bot.intake.counters import COUNTERS, IntakeCounters
 from bot.limits import metric_severity
-from storage.db import session_scope
+from storage.db import read_scope
 from storage.figures import BucketKey, Counts
 
 PREFIX = "gpu_oncall"
@@ -216,7 +216,7 @@ class _ScrapeCache:
         )
 
     def read(self, db: Engine) -> tuple[Mapping[str, int], str]:
-        with self._lock, session_scope(db) as session:
+        with self._lock, read_scope(db) as session:  # one snapshot, no write lock
             version = figures.read_version(session)
             last = self._last.get(db)
             if last is not None and version is not None and last.version == version:
