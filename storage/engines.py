@@ -4,7 +4,8 @@ without declaring every table (storage/glance.py). `storage.db` re-exports these
 
 SQLite files get WAL, a 5 s busy timeout and enforced foreign keys. Every SQLite transaction
 starts with `BEGIN IMMEDIATE`, so a read-then-write transaction cannot fail half-way with
-"database is locked" when another process committed in between; keep sessions short.
+"database is locked" when another process committed in between; keep sessions short. Reads
+through `read_only(engine)` begin `DEFERRED` instead and never take the write lock.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ Covers: the snapshot's anchor (`snapshot_anchor`) and a run's look back at its G
 not hold it while they read. Before, both began `BEGIN IMMEDIATE` like a write: with four
 triage workers they queued behind every writer (and, under a busy timeout of 50 ms, failed as
 "database is busy"); `read_scope` pages stay covered by tests/serving/test_pages_no_write_lock.
+A `read_scope`'s rows stay readable after it (its rollback used to expire them).
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from sqlalchemy.engine import Connection, Engine
 
 from bot.clock import FakeClock
 from storage import engines, gpu_history, snapshots
-from storage.db import create_schema, make_engine, session_scope
+from storage.db import create_schema, make_engine, read_scope, session_scope
+from storage.errors import StorageError
+from storage.tables import Incident
 from tests.incidents.incident_helpers import open_ecc_storm
 from tests.storage.conftest import T0
 
@@ -95,8 +98,6 @@ def test_the_look_back_at_gpu_history_is_read_while_another_connection_writes(
 def test_a_write_still_waits_for_the_lock(engine: Engine, writer: sqlite3.Connection) -> None:
     """The counter-check: the same engine's write transaction does wait (and, after the busy
     timeout of 50 ms, fails), so the reads above did not pass by luck."""
-    from storage.errors import StorageError
-
     with pytest.raises(StorageError, match="busy"), session_scope(engine) as session:
         gpu_history.record_facts(
             session,
@@ -110,9 +111,6 @@ def test_rows_read_in_a_read_scope_stay_readable_after_it(
 ) -> None:
     """A reader's transaction ends in a rollback, which expires what it loaded: the takeover
     tick reads its exhausted rows in one and uses them after it (`give_up_exhausted`)."""
-    from storage.db import read_scope
-    from storage.tables import Incident
-
     with read_scope(engine) as session:
         incident = session.get(Incident, 1)
     assert incident is not None
