@@ -28,6 +28,7 @@ from sqlmodel.sql.sqltypes import AutoString
 
 from storage import tables as _tables  # noqa: F401  (registers the tables on SQLModel.metadata)
 from storage.columns import UTCDateTime
+from storage.engines import read_only
 from storage.errors import SchemaOutOfDateError
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
@@ -54,7 +55,7 @@ def head() -> str:
 
 def current(engine: Engine) -> str | None:
     """The revision the database is at (None: not under migrations: empty, or release 0.1.0)."""
-    with engine.connect() as connection:
+    with read_only(engine).connect() as connection:
         return MigrationContext.configure(connection).get_current_revision()
 
 
@@ -80,7 +81,7 @@ def check_current(engine: Engine) -> None:
     at, newest = current(engine), head()
     if at == newest:
         return
-    with engine.connect() as connection:
+    with read_only(engine).connect() as connection:
         if at is None and not _has_tables(connection):
             return  # empty: the caller creates it
     raise SchemaOutOfDateError(
@@ -91,7 +92,7 @@ def check_current(engine: Engine) -> None:
 
 def drift(engine: Engine) -> list[Any]:
     """What autogenerate would write: differences between the models and the database."""
-    with engine.connect() as connection:
+    with read_only(engine).connect() as connection:
         context = MigrationContext.configure(
             connection, opts={"compare_type": True, "render_item": render_item}
         )

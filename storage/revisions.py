@@ -42,8 +42,10 @@ def schema_is_current(engine: Engine) -> bool:
     table, no database yet) is "no": the caller then runs the full Alembic path."""
     from sqlalchemy import exc, text
 
-    try:
-        with engine.connect() as connection:
+    from storage.engines import read_only
+
+    try:  # a read: on SQLite it neither waits for nor takes the write lock
+        with read_only(engine).connect() as connection:
             rows = connection.execute(text(VERSION_QUERY)).all()
     except exc.SQLAlchemyError:
         return False

@@ -5,7 +5,11 @@ Covers: the snapshot's anchor (`snapshot_anchor`) and a run's look back at its G
 not hold it while they read. Before, both began `BEGIN IMMEDIATE` like a write: with four
 triage workers they queued behind every writer (and, under a busy timeout of 50 ms, failed as
 "database is busy"); `read_scope` pages stay covered by tests/serving/test_pages_no_write_lock.
-A `read_scope`'s rows stay readable after it (its rollback used to expire them).
+A `read_scope`'s rows stay readable after it (its rollback used to expire them). The schema
+check every command makes when it opens the database (`revisions.schema_is_current`) and
+Alembic's read of the revision (`migrating.current`) read the same way: a command started
+while `serve` held the lock used to wait for it and, past the busy timeout, find the schema
+"not current" and take the Alembic path.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
 from bot.clock import FakeClock
-from storage import engines, gpu_history, snapshots
+from storage import engines, gpu_history, migrating, revisions, snapshots
 from storage.db import create_schema, make_engine, read_scope, session_scope
 from storage.errors import StorageError
 from storage.tables import Incident
@@ -115,3 +119,12 @@ def test_rows_read_in_a_read_scope_stay_readable_after_it(
         incident = session.get(Incident, 1)
     assert incident is not None
     assert (incident.target, incident.fired_at) == ("gpu-node-03", T0 - timedelta(minutes=3))
+
+
+def test_the_schema_check_at_start_reads_while_another_connection_writes(
+    engine: Engine, writer: sqlite3.Connection
+) -> None:
+    sent = begins(engine)
+    assert revisions.schema_is_current(engine)
+    assert migrating.current(engine) == revisions.known_head()
+    assert sent == ["BEGIN DEFERRED", "BEGIN DEFERRED"]
