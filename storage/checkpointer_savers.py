@@ -209,18 +209,19 @@ def _needed(pending: Sequence[_Held]) -> builtins.list[_Held]:
     which are not kept): tests/engine/test_graph_channels.py checks that."""
     newest: dict[tuple[str, str], int] = {}  # (thread, namespace) -> its newest checkpoint
     made_new: dict[tuple[str, str], set[str]] = {}  # -> channels its checkpoints made new
+    threads = [_thread(held) for held in pending]
     for index, held in enumerate(pending):
         if held.checkpoint is not None:
-            newest[_thread(held)] = index
-            made_new.setdefault(_thread(held), set()).update(held.new_versions or {})
+            newest[threads[index]] = index
+            made_new.setdefault(threads[index], set()).update(held.new_versions or {})
     needed: builtins.list[_Held] = []
     for index, held in enumerate(pending):
-        last = newest.get(_thread(held))
+        last = newest.get(threads[index])
         if last is None or index > last:
             needed.append(held)
         elif index == last and held.checkpoint is not None:
             versions = held.checkpoint["channel_versions"]
-            new = {ch: versions[ch] for ch in made_new[_thread(held)] if ch in versions}
+            new = {ch: versions[ch] for ch in made_new[threads[index]] if ch in versions}
             needed.append(replace(held, new_versions=new))
     return needed
 
