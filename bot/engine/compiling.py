@@ -1,8 +1,8 @@
 """Compile a loaded runbook into a LangGraph StateGraph: one node per stage (the reads and
-decisions of one super-step, bot/engine/stages.py) or per step of any other kind, edges from
-the data dependencies found at load time. Steps with no dependency between them run
-concurrently (a stage's reads on its pool; LangGraph runs parallel nodes on its thread pool); a
-node with several dependencies waits for all of them (a join edge).
+decisions of one super-step, or a fused stage's several, bot/engine/stages.py) or per step of
+any other kind, edges from the data dependencies found at load time. Steps with no dependency
+between them run concurrently (a stage's reads on its pool; LangGraph runs parallel nodes on
+its thread pool); a node with several dependencies waits for all of them (a join edge).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from langgraph.graph import END, START, StateGraph
 
 from bot.engine.loading import LoadedRunbook
 from bot.engine.schema import Step, StepKind
-from bot.engine.stages import make_stage_node, per_step, plan_stages
+from bot.engine.stages import Shape, StageNode, make_stage_node, plan_nodes
 from bot.engine.state import Deps, RunState
 from bot.engine.steps.check import make_check_node
 from bot.engine.steps.gather import NodeFn, make_cluster_node, make_signal_node
@@ -38,24 +38,30 @@ _FACTORIES: dict[StepKind, Callable[[Step, LoadedRunbook], NodeFn]] = {
 
 
 def build_graph(
-    loaded: LoadedRunbook, *, staged: bool = True
+    loaded: LoadedRunbook, shape: Shape = Shape.FUSED, *, openers: list[StageNode] | None = None
 ) -> StateGraph[RunState, Deps, RunState, RunState]:
-    """The runbook's StateGraph (not yet compiled with a checkpointer): one node per stage
-    (bot/engine/stages.py), or with `staged=False` one node per step, the graph runs were
-    checkpointed with before stages."""
+    """The runbook's StateGraph (not yet compiled with a checkpointer) of `shape`
+    (bot/engine/stages.py): one node per fused stage, per stage, or per step, the graphs runs
+    were checkpointed with before fused stages and before stages. `openers` is given the stage
+    nodes that depend on nothing (their reads may start ahead, bot/engine/reads_ahead.py)."""
     graph: StateGraph[RunState, Deps, RunState, RunState] = StateGraph(
         RunState, context_schema=Deps
     )
-    nodes = plan_stages(loaded) if staged else per_step(loaded)
+    nodes = plan_nodes(loaded, shape)
     node_of = {step.id: stage.name for stage in nodes for step in stage.steps}
-    for stage in nodes:
-        members = [(step, _FACTORIES[step.kind](step, loaded)) for step in stage.steps]
-        graph.add_node(stage.name, make_stage_node(members))  # type: ignore[call-overload]
     has_dependents: set[str] = set()
     for stage in nodes:
+        levels = [[(step, _FACTORIES[step.kind](step, loaded)) for step in level]
+                  for level in stage.levels]  # fmt: skip
+        fn = make_stage_node(levels)
+        graph.add_node(stage.name, fn)  # type: ignore[call-overload]
         own = {node_of[s.id] for s in stage.steps}
         deps = sorted({node_of[d] for s in stage.steps for d in loaded.deps[s.id]} - own)
         has_dependents.update(deps)
+        if isinstance(fn, StageNode):
+            fn.name = stage.name
+            if not deps and openers is not None:
+                openers.append(fn)
         if not deps:
             graph.add_edge(START, stage.name)
         elif len(deps) == 1:

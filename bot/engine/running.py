@@ -26,6 +26,7 @@ from datetime import datetime
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.runtime import Runtime as LangGraphRuntime
 from langgraph.types import Command, Interrupt
 from sqlalchemy.engine import Engine
 
@@ -46,7 +47,14 @@ from bot.engine.policies import policy_for
 from bot.engine.recording import Recorder, StepDone, recording
 from bot.engine.schema import StepKind
 from bot.engine.snapshotting import snapshot_verdicts
-from bot.engine.stages import checkpointed_per_step, followed_by_decisions, held_nodes
+from bot.engine.stages import (
+    Shape,
+    StageNode,
+    checkpoint_shape,
+    followed_by_decisions,
+    held_nodes,
+    steps_done_before,
+)
 from bot.engine.state import Deps, RunState
 from bot.engine.targets import check_node_exists
 from bot.engine.working import WorkQueue
@@ -76,7 +84,7 @@ what each crash point may lose is in docs/operations.md ("What a crash may lose"
 
 
 SHAPES_KEPT = 10_000
-"""Runs whose graph (staged or one node per step) is remembered, not read again."""
+"""Runs whose graph's shape (bot.engine.stages.Shape) is remembered, not read again."""
 
 
 class RunEngine:
@@ -108,45 +116,79 @@ class RunEngine:
         scheduler resumes when due (`serve`: no thread ever waits for a verification)."""
         self.storage_retry = RetryPolicy(STORAGE_RETRY_BACKOFF_SECONDS)
         """How a run retries transient storage errors (bot/limits.py; tests shorten it)."""
-        self._compiled: dict[tuple[str, bool], Any] = {}
-        self._held: dict[tuple[str, bool], frozenset[str]] = {}  # as `_compiled`, by graph
-        self._shapes: dict[str, bool] = {}  # run id -> staged (bounded: SHAPES_KEPT)
+        self._compiled: dict[tuple[str, Shape], Any] = {}
+        self._held: dict[tuple[str, Shape], frozenset[str]] = {}  # as `_compiled`, by graph
+        self._openers: dict[tuple[str, Shape], list[StageNode]] = {}  # as `_compiled`
+        self._shapes: dict[str, Shape] = {}  # run id -> its graph (bounded: SHAPES_KEPT)
         self._shapes_lock = threading.Lock()
         executors.share()  # one thread pool for every run's steps, not one per stream
         tune_collector()  # a fleet-wide read's objects die young (bot/engine/collector.py)
 
     def _app(self, loaded: LoadedRunbook, run_id: str) -> Any:
-        """The compiled graph `run_id` goes on: staged (bot/engine/stages.py), unless its
-        checkpoint was written by the graph of one node per step (a run that waited for its
+        """The compiled graph `run_id` goes on: fused stages (bot/engine/stages.py), unless
+        its checkpoint was written by an older shape of graph (a run that waited for its
         approval across the upgrade goes on as it began)."""
-        staged = self._staged(loaded, run_id)
-        key = (loaded.name, staged)
+        return self._graph(loaded, self._shape(loaded, run_id))
+
+    def _graph(self, loaded: LoadedRunbook, shape: Shape) -> Any:
+        key = (loaded.name, shape)
         if key not in self._compiled:
-            graph = build_graph(loaded, staged=staged)
+            openers: list[StageNode] = []
+            graph = build_graph(loaded, shape, openers=openers)
+            self._openers[key] = openers
             self._compiled[key] = graph.compile(checkpointer=self.checkpointer)
         return self._compiled[key]
+
+    def read_ahead(
+        self,
+        loaded: LoadedRunbook,
+        resolved: Mapping[str, Any],
+        incident_id: int,
+        requester: str,
+        run_id: str,
+    ) -> bool:
+        """Start the first stage's reads of a fresh run not yet recorded (`run_id`, of
+        validated inputs) on the stage pool, for its stage to wait for when the graph runs it
+        (bot/engine/reads_ahead.py); False when there are none to start: the telemetry answers
+        with this process's CPU (`Deps.parallel_reads`), or the graph does not begin with a
+        stage. `drop_reads` forgets them if the run is not started."""
+        if not self.deps.parallel_reads:
+            return False
+        self._graph(loaded, Shape.FUSED)  # a fresh run's (`record_run`)
+        openers = self._openers[(loaded.name, Shape.FUSED)]
+        if not openers:
+            return False
+        inputs = dict(resolved) | {"requester": requester}
+        state = _initial_state(loaded, run_id, incident_id, inputs)
+        futures = openers[0].start_reads(state, LangGraphRuntime(context=self.deps))
+        self.deps.reads_ahead.put(run_id, openers[0].name, state, futures)
+        return True
+
+    def drop_reads(self, run_id: str) -> None:
+        """Forget the reads started ahead for `run_id` (`read_ahead`), if any."""
+        self.deps.reads_ahead.drop(run_id)
 
     def _held_nodes(self, loaded: LoadedRunbook, run_id: str) -> frozenset[str]:
         """The nodes whose super-steps' checkpoints the saver may hold for the run
         (`stages.held_nodes`), on the graph the run goes on."""
-        key = (loaded.name, self._staged(loaded, run_id))
+        key = (loaded.name, self._shape(loaded, run_id))
         if key not in self._held:
-            self._held[key] = held_nodes(loaded, staged=key[1])
+            self._held[key] = held_nodes(loaded, key[1])
         return self._held[key]
 
-    def _staged(self, loaded: LoadedRunbook, run_id: str) -> bool:
+    def _shape(self, loaded: LoadedRunbook, run_id: str) -> Shape:
         with self._shapes_lock:
             known = self._shapes.get(run_id)
         if known is None:
             found = self.checkpointer.get_tuple({"configurable": {"thread_id": run_id}})
             seen = found.checkpoint.get("versions_seen", {}) if found is not None else {}
-            known = not checkpointed_per_step(loaded, seen)
-            self._remember_shape(run_id, staged=known)
+            known = checkpoint_shape(loaded, seen)
+            self._remember_shape(run_id, known)
         return known
 
-    def _remember_shape(self, run_id: str, *, staged: bool) -> None:
+    def _remember_shape(self, run_id: str, shape: Shape) -> None:
         with self._shapes_lock:
-            self._shapes[run_id] = staged
+            self._shapes[run_id] = shape
             while len(self._shapes) > SHAPES_KEPT:
                 self._shapes.pop(next(iter(self._shapes)))
 
@@ -263,7 +305,7 @@ class RunEngine:
         recorder = Recorder(session, self.deps.clock)
         self._create_run(recorder, loaded, resolved, incident_id, requester, run_id)
         recorder.flush()
-        self._remember_shape(run_id, staged=True)  # a new run: no checkpoint to read
+        self._remember_shape(run_id, Shape.FUSED)  # a new run: no checkpoint to read
 
     def drive_recorded(
         self,
@@ -577,9 +619,13 @@ class RunEngine:
             logger.exception(
                 "run failed", extra={"run_id": run_id, "incident_id": incident_id, "ref": ref}
             )
+            at = self.deps.clock.now()
+            done = [d for d in steps_done_before(exc).items() if d[0] not in seen]
             with recording(self.db, self.deps.clock) as recorder:
                 for step in pending:
                     recorder.step(step)
+                for step_id, output in done:  # a fused stage's levels that ran
+                    recorder.step(StepDone(incident_id, run_id, loaded, step_id, output, at))
                 recorder.run_failed(incident_id, run_id, exc, ref)
             why = (
                 f": {exc}"

@@ -20,15 +20,31 @@ one read's samples are alive at a time (a 4,096-member storm's signal holds 32,7
 A member that raises fails the stage after the others have finished, with the first error in
 step order; the stage's outputs are then not checkpointed and a retry runs it whole (reads are
 idempotent). Runs checkpointed by the graph of one node per step (before stages) resume on
-that graph: `checkpointed_per_step` tells them apart.
+that graph (`checkpoint_shape`, below).
+
+Fused stages: a stage whose records would wait anyway for the next super-step's
+(`followed_by_decisions`: the next one is checks and verdicts alone, which end soon after they
+start) runs with that super-step as one node, `stage-<first>-<last>` by depth: the reads, then
+the checks, then the verdict, each level in order (issue 21). Nothing a person sees changes
+(those records were already written together, with the verdict), nor what a crash loses (the
+held super-steps' checkpoints were never on disk before the verdict's), but LangGraph's
+super-step machinery (apply the writes, stream the chunks, plan the next tasks) runs once
+instead of three times on every triage's critical path. A stage fuses only when that does not
+make its reads wait for any node they did not wait for. A level that raises fails the node;
+the outputs of the levels before it ride on the error (`steps_done_before`) and the failed
+run's timeline shows them, as it showed a held super-step's. The graph a run goes on is one of
+three shapes (`Shape`): new runs go on the fused one; a run checkpointed by another goes on as
+it began (`checkpoint_shape`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -49,12 +65,28 @@ MEMBER_THREADS = 32
 _members = ThreadPoolExecutor(max_workers=MEMBER_THREADS, thread_name_prefix="stage-member")
 
 
+class Shape(StrEnum):
+    """The graph a run goes on: which steps share a LangGraph node."""
+
+    FUSED = "fused"
+    """Stages, and a stage whose records wait for the next super-step's fused with it."""
+    STAGED = "staged"
+    """One node per depth's reads and decisions (runs begun before fused stages)."""
+    PER_STEP = "per_step"
+    """One node per step (runs begun before stages)."""
+
+
 @dataclass(frozen=True)
 class Stage:
-    """One node of the compiled graph: its name and the steps it runs (one, unless staged)."""
+    """One node of the compiled graph: its name and the steps it runs (one, unless staged), by
+    level: a fused stage's levels run one after another, each on the outputs of those before."""
 
     name: str
-    steps: tuple[Step, ...]
+    levels: tuple[tuple[Step, ...], ...]
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        return tuple(step for level in self.levels for step in level)
 
 
 def depths(loaded: LoadedRunbook) -> dict[str, int]:
@@ -79,13 +111,76 @@ def plan_stages(loaded: LoadedRunbook) -> list[Stage]:
     for step in loaded.runbook.steps:
         level = depth[step.id]
         if step.kind not in STAGED:
-            nodes.append(Stage(step.id, (step,)))
+            nodes.append(Stage(step.id, ((step,),)))
         elif level not in placed:
             placed.add(level)
             members = tuple(staged[level])
             name = members[0].id if len(members) == 1 else f"stage-{level}"
-            nodes.append(Stage(name, members))
+            nodes.append(Stage(name, (members,)))
     return sorted(nodes, key=lambda stage: depth[stage.steps[0].id])  # dependencies first
+
+
+def plan_nodes(loaded: LoadedRunbook, shape: Shape) -> list[Stage]:
+    """The graph's nodes for `shape`, dependencies first."""
+    if shape is Shape.PER_STEP:
+        return per_step(loaded)
+    nodes = plan_stages(loaded)
+    return nodes if shape is Shape.STAGED else fuse(loaded, nodes)
+
+
+def fuse(loaded: LoadedRunbook, nodes: Sequence[Stage]) -> list[Stage]:
+    """`nodes` (the staged plan) with each stage whose records wait for the next super-step's
+    (`followed_by_decisions`) fused with the stage of that super-step, in a chain: reads, then
+    checks, then the verdict. A fusion is made only if the fused node runs in the super-step
+    the first stage ran in (its other dependencies are done by then), so no read starts later."""
+    depth = depths(loaded)
+    fused: list[Stage] = []
+    super_step: dict[str, int] = {}  # node name -> the super-step it runs in
+    for node in nodes:
+        previous = fused[-1] if fused else None
+        if (
+            previous is not None
+            and _fusable(loaded, previous, node, depth)
+            and _runs_in(loaded, [previous, node], fused[:-1], super_step)
+            == super_step[previous.name]
+        ):
+            first, last = depth[previous.steps[0].id], depth[node.steps[0].id]
+            merged = Stage(f"stage-{first}-{last}", previous.levels + node.levels)
+            del super_step[previous.name]
+            fused[-1] = merged
+            super_step[merged.name] = _runs_in(loaded, [merged], fused[:-1], super_step)
+            continue
+        super_step[node.name] = _runs_in(loaded, [node], fused, super_step)
+        fused.append(node)
+    return fused
+
+
+def _fusable(loaded: LoadedRunbook, previous: Stage, node: Stage, depth: Mapping[str, int]) -> bool:
+    """Whether `node` is the super-step after `previous`'s, and `previous`'s records wait for
+    it: `previous` is reads or checks (`followed_by_decisions`) and `node` holds every step
+    of the next depth (checks and verdicts alone)."""
+    if not all(step.kind in STAGED for step in node.steps):
+        return False
+    if not followed_by_decisions(loaded, [s.id for s in previous.levels[-1]]):
+        return False
+    level = depth[previous.levels[-1][0].id] + 1
+    following = {s.id for s in loaded.runbook.steps if depth[s.id] == level}
+    return {s.id for s in node.steps} == following
+
+
+def _runs_in(
+    loaded: LoadedRunbook,
+    members: Sequence[Stage],
+    before: Sequence[Stage],
+    super_step: Mapping[str, int],
+) -> int:
+    """The super-step a node of `members`' steps runs in, after `before`'s nodes: one after
+    the last of its dependencies outside itself (a node waits for all of them)."""
+    node_of = {step.id: node.name for node in before for step in node.steps}
+    own = {step.id for node in members for step in node.steps}
+    deps = {node_of[d] for node in members for s in node.steps for d in loaded.deps[s.id]
+            if d not in own}  # fmt: skip
+    return 1 + max((super_step[name] for name in deps), default=0)
 
 
 DECIDES_SOON = frozenset({StepKind.CHECK, StepKind.LOCALIZE})
@@ -113,82 +208,127 @@ def followed_by_decisions(loaded: LoadedRunbook, step_ids: Iterable[str]) -> boo
     return bool(following) and all(kind in DECIDES_SOON for kind in following)
 
 
-def held_nodes(loaded: LoadedRunbook, *, staged: bool) -> frozenset[str]:
-    """The nodes (of the staged graph, or of the one node per step) whose super-step's
-    checkpoint may wait for the next one: those whose steps `followed_by_decisions`. A
-    super-step is held only when every node it ran is one of these, so its records wait too
-    (bot/engine/running.py), and a crash before the next checkpoint runs it again with nothing
-    of it on the timeline."""
-    nodes = plan_stages(loaded) if staged else per_step(loaded)
+def held_nodes(loaded: LoadedRunbook, shape: Shape) -> frozenset[str]:
+    """The nodes (of the graph of `shape`) whose super-step's checkpoint may wait for the next
+    one: those whose steps `followed_by_decisions`. A super-step is held only when every node
+    it ran is one of these, so its records wait too (bot/engine/running.py), and a crash
+    before the next checkpoint runs it again with nothing of it on the timeline."""
     return frozenset(
-        node.name for node in nodes if followed_by_decisions(loaded, [s.id for s in node.steps])
+        node.name
+        for node in plan_nodes(loaded, shape)
+        if followed_by_decisions(loaded, [s.id for s in node.steps])
     )
 
 
 def per_step(loaded: LoadedRunbook) -> list[Stage]:
     """One node per step: the graph runs were checkpointed with before stages."""
-    return [Stage(step.id, (step,)) for step in loaded.runbook.steps]
+    return [Stage(step.id, ((step,),)) for step in loaded.runbook.steps]
 
 
-def grouped_step_ids(loaded: LoadedRunbook) -> frozenset[str]:
-    """The steps that run inside a stage of several: no node of the staged graph bears
-    their names."""
-    return frozenset(s.id for stage in plan_stages(loaded) if len(stage.steps) > 1
-                     for s in stage.steps)  # fmt: skip
+def checkpoint_shape(loaded: LoadedRunbook, versions_seen: Iterable[str]) -> Shape:
+    """The graph that wrote a checkpoint (its `versions_seen` node names): the first shape,
+    newest first, that has a node of every name it ran (LangGraph's own names, `__input__`
+    and the like, are in none). A checkpoint that ran no node yet goes on the fused graph."""
+    ran = {name for name in versions_seen if not name.startswith("__")}
+    for shape in Shape:
+        if ran <= {node.name for node in plan_nodes(loaded, shape)}:
+            return shape
+    return Shape.PER_STEP  # a step id of the runbook's other version: as before stages
 
 
-def checkpointed_per_step(loaded: LoadedRunbook, versions_seen: Iterable[str]) -> bool:
-    """Whether a checkpoint (its `versions_seen` node names) was written by the one node per
-    step graph: some node it ran is a step that the staged graph runs inside a stage."""
-    grouped = grouped_step_ids(loaded)
-    return any(name in grouped for name in versions_seen)
+_DONE = "gpu_oncall_steps_done"
 
 
-def make_stage_node(members: Sequence[tuple[Step, NodeFn]]) -> NodeFn:
-    """A node running `members` (steps of one depth) and returning their outputs merged."""
-    if len(members) == 1:
-        return members[0][1]
-    kinds = [step.kind for step, _fn in members]
-    concurrent = [i for i, kind in enumerate(kinds) if kind in CONCURRENT]
-    clusters = [i for i, kind in enumerate(kinds) if kind is StepKind.CLUSTER]
-    signals = [i for i, kind in enumerate(kinds) if kind is StepKind.SIGNAL]
-    in_order = [i for i, kind in enumerate(kinds) if kind not in CONCURRENT]
-    fns = [fn for _step, fn in members]
+def steps_done_before(exc: BaseException) -> Mapping[str, Any]:
+    """The outputs of the levels a fused stage finished before `exc` failed it: those steps
+    ran, and the failed run's timeline shows them (as it shows a held super-step's)."""
+    done: Mapping[str, Any] = getattr(exc, "__dict__", {}).get(_DONE, {})
+    return done
 
-    def stage_node(state: RunState, runtime: Runtime[Deps]) -> dict[str, Any]:
-        if runtime.context.parallel_reads:
-            pooled, here = concurrent[1:], [*concurrent[:1], *in_order]
-        else:  # telemetry answers with this process's CPU: its reads one after another
-            pooled, here = clusters, [*signals, *in_order]
-        outputs = _run(fns, pooled=pooled, here=here, state=state, runtime=runtime)
+
+def make_stage_node(levels: Sequence[Sequence[tuple[Step, NodeFn]]]) -> NodeFn:
+    """A node running `levels` of members one after another (each the steps of one depth, on
+    the state with the outputs of the levels before) and returning their outputs merged: a
+    `StageNode`, or a lone step's own function."""
+    if len(levels) == 1 and len(levels[0]) == 1:
+        return levels[0][0][1]
+    return StageNode([_Level(members) for members in levels])
+
+
+class StageNode:
+    """A stage's node: its levels in order. The first level's reads may have been started
+    before the graph ran (`start_reads`, bot/engine/reads_ahead.py); the node then waits for
+    those instead of reading again."""
+
+    def __init__(self, levels: Sequence[_Level]) -> None:
+        self.levels = list(levels)
+        self.name = ""  # the graph's name for it (set by bot.engine.compiling)
+
+    def __call__(self, state: RunState, runtime: Runtime[Deps]) -> dict[str, Any]:
+        ahead = runtime.context.reads_ahead.take(state.get("run_id", ""), self.name, state)
         steps: dict[str, Any] = {}
-        for i in range(len(fns)):  # step order: the order they are recorded in
+        for index, level in enumerate(self.levels):
+            seen = state if not steps else {**state, "steps": {**state.get("steps", {}), **steps}}
+            try:
+                steps.update(level(seen, runtime, ahead if index == 0 else None))
+            except Exception as exc:
+                if steps:  # the levels before ran: the run's failure records them
+                    with contextlib.suppress(AttributeError):  # an exception without a dict
+                        exc.__dict__[_DONE] = dict(steps)
+                raise
+        return {"steps": steps}
+
+    def start_reads(self, state: RunState, runtime: Runtime[Deps]) -> dict[int, Future[Any]]:
+        """Start the first level's reads on the pool, for `__call__` to wait for."""
+        return self.levels[0].start_reads(state, runtime)
+
+
+class _Level:
+    """The steps of one depth: their outputs merged, in step order."""
+
+    def __init__(self, members: Sequence[tuple[Step, NodeFn]]) -> None:
+        kinds = [step.kind for step, _fn in members]
+        self.concurrent = [i for i, kind in enumerate(kinds) if kind in CONCURRENT]
+        self.clusters = [i for i, kind in enumerate(kinds) if kind is StepKind.CLUSTER]
+        self.signals = [i for i, kind in enumerate(kinds) if kind is StepKind.SIGNAL]
+        self.in_order = [i for i, kind in enumerate(kinds) if kind not in CONCURRENT]
+        self.fns = [fn for _step, fn in members]
+
+    def start_reads(self, state: RunState, runtime: Runtime[Deps]) -> dict[int, Future[Any]]:
+        return _submit(self.fns, self.concurrent, state, runtime)
+
+    def __call__(
+        self,
+        state: RunState,
+        runtime: Runtime[Deps],
+        started: Mapping[int, Future[Any]] | None = None,
+    ) -> dict[str, Any]:
+        if started is not None:  # the reads run already: the decisions here, meanwhile
+            pooled, here = [], self.in_order
+        elif runtime.context.parallel_reads:
+            pooled, here = self.concurrent[1:], [*self.concurrent[:1], *self.in_order]
+        else:  # telemetry answers with this process's CPU: its reads one after another
+            pooled, here = self.clusters, [*self.signals, *self.in_order]
+        futures = {**(started or {}), **_submit(self.fns, pooled, state, runtime)}
+        outputs = {i: _called(self.fns[i], state, runtime) for i in here}
+        outputs.update((i, future.result()) for i, future in futures.items())
+        steps: dict[str, Any] = {}
+        for i in range(len(self.fns)):  # step order: the order they are recorded in
             output = outputs[i]
             if isinstance(output, BaseException):
                 raise output
             steps.update(output.get("steps", {}))
-        return {"steps": steps}
-
-    return stage_node
+        return steps
 
 
-def _run(
-    fns: Sequence[NodeFn],
-    *,
-    pooled: Sequence[int],
-    here: Sequence[int],
-    state: RunState,
-    runtime: Runtime[Deps],
-) -> dict[int, Mapping[str, Any] | BaseException]:
-    """Each member's output or error by index: those `pooled` on the pool, meanwhile those
-    `here` one after another in this thread."""
-    futures: dict[int, Future[Mapping[str, Any] | BaseException]] = {
+def _submit(
+    fns: Sequence[NodeFn], pooled: Sequence[int], state: RunState, runtime: Runtime[Deps]
+) -> dict[int, Future[Mapping[str, Any] | BaseException]]:
+    """Members `pooled` started on the pool: each one's future output or error, by index."""
+    return {
         i: _members.submit(contextvars.copy_context().run, _called, fns[i], state, runtime)
         for i in pooled
     }
-    outputs = {i: _called(fns[i], state, runtime) for i in here}
-    outputs.update((i, future.result()) for i, future in futures.items())
-    return outputs
 
 
 def _called(

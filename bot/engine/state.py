@@ -14,6 +14,7 @@ from bot.actions.types import ActionRegistry
 from bot.clock import Clock
 from bot.diagnosis.history import GpuHistory
 from bot.diagnosis.logs import LogCatalog
+from bot.engine.reads_ahead import ReadsAhead
 from bot.limits import STEP_DEADLINE_SECONDS
 from integrations.alertmanager import Silences
 from integrations.cluster import Cluster
@@ -82,6 +83,8 @@ class Deps:
     backend across the network, which answers them in parallel; false for one that answers
     with this process's own CPU (the simulated fleet), where threads would only take turns on
     the interpreter with every read's samples alive at once."""
+    reads_ahead: ReadsAhead = field(default_factory=ReadsAhead)
+    """Fresh runs' first reads, started before their graph ran (bot/engine/reads_ahead.py)."""
 
 
 def step_context(state: RunState) -> dict[str, Any]:

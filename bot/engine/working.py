@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -35,6 +36,16 @@ from storage.errors import StorageError
 from storage.tables import RunbookRun, WorkItem
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RecordedTriage:
+    """A triage this process recorded with its alerts: its work row's payload, run and
+    incident (what `WorkQueue.perform` expects to find when it claims the row)."""
+
+    payload: Mapping[str, Any]
+    run_id: str
+    incident_id: int
 
 
 class RunDriver(Protocol):
@@ -79,6 +90,17 @@ class RunDriver(Protocol):
         run_id: str,
         on_step: StepCallback | None = None,
     ) -> RunOutcome: ...
+
+    def read_ahead(
+        self,
+        loaded: LoadedRunbook,
+        resolved: Mapping[str, Any],
+        incident_id: int,
+        requester: str,
+        run_id: str,
+    ) -> bool: ...
+
+    def drop_reads(self, run_id: str) -> None: ...
 
 
 class WorkQueue:
@@ -153,23 +175,31 @@ class WorkQueue:
         work_id: int,
         *,
         on_step: StepCallback | None = None,
-        expected: Mapping[str, Any] | None = None,
+        expected: RecordedTriage | None = None,
     ) -> RunOutcome | None:
         """Claim one work row and do it; None when another worker holds it or it is done.
 
-        `expected`: the payload of a triage this process just recorded. Its inputs are checked
-        first (a cluster read, never under the database's write lock), so its run is recorded
-        in the claim's transaction: one commit fewer on the way to the verdict (issue 21)."""
+        `expected`: a triage this process just recorded. Its inputs are checked first (a
+        cluster read, never under the database's write lock), so its run is recorded in the
+        claim's transaction: one commit fewer on the way to the verdict (issue 21); and its
+        first reads start before that transaction, to run while it commits
+        (bot/engine/reads_ahead.py)."""
         checked = self._checked(expected)
+        ahead = self._read_ahead(expected, checked)
         drive: Callable[[], RunOutcome] | None = None  # set when the run is recorded here
-        with session_scope(self.db) as session:
-            item = self._claim(session, work_id)
-            triage = item is not None and item.kind == "triage"
-            run = run_store.get_run(session, item.run_id) if triage and item else None
-            moved_on = item is not None and self._moved_on(session, item, run)
-            fresh = triage and run is None and item is not None and item.attempts == 1
-            if checked is not None and item is not None and fresh and item.payload == expected:
-                drive = self._record_fresh(session, item, *checked, on_step)
+        try:
+            with session_scope(self.db) as session:
+                item = self._claim(session, work_id)
+                triage = item is not None and item.kind == "triage"
+                run = run_store.get_run(session, item.run_id) if triage and item else None
+                moved_on = item is not None and self._moved_on(session, item, run)
+                fresh = triage and run is None and item is not None and item.attempts == 1
+                mine = _is_recorded(item, expected)
+                if checked is not None and item is not None and fresh and mine:
+                    drive = self._record_fresh(session, item, *checked, on_step)
+        finally:
+            if ahead is not None and drive is None:
+                self.driver.drop_reads(ahead)  # its run is not started here: nobody waits
         if item is None:
             return None
         if moved_on:  # its run went past triage before the worker died: nothing left to do
@@ -182,15 +212,29 @@ class WorkQueue:
         return self.perform_claimed(item, on_step, run=drive)
 
     def _checked(
-        self, expected: Mapping[str, Any] | None
+        self, expected: RecordedTriage | None
     ) -> tuple[LoadedRunbook, dict[str, Any]] | None:
-        """The runbook and resolved inputs of a triage this process recorded (`expected`, its
-        payload); None when there is none or its inputs do not validate."""
+        """The runbook and resolved inputs of a triage this process recorded (`expected`);
+        None when there is none or its inputs do not validate."""
         if expected is None:
             return None
-        loaded = self.catalog.get(str(expected["runbook"]))
-        resolved = self.driver.checked_inputs(loaded, dict(expected.get("inputs", {})))
+        loaded = self.catalog.get(str(expected.payload["runbook"]))
+        resolved = self.driver.checked_inputs(loaded, dict(expected.payload.get("inputs", {})))
         return None if resolved is None else (loaded, resolved)
+
+    def _read_ahead(
+        self,
+        expected: RecordedTriage | None,
+        checked: tuple[LoadedRunbook, dict[str, Any]] | None,
+    ) -> str | None:
+        """Start the first reads of `expected`'s run (`RunDriver.read_ahead`): its run id,
+        None when none started."""
+        if expected is None or checked is None:
+            return None
+        requester = _requester(expected.payload)
+        run_id, incident_id = expected.run_id, expected.incident_id
+        started = self.driver.read_ahead(*checked, incident_id, requester, run_id)
+        return run_id if started else None
 
     def _record_fresh(
         self,
@@ -429,6 +473,13 @@ class WorkQueue:
             )
             assert item.id is not None
             return item.id
+
+
+def _is_recorded(item: WorkItem | None, expected: RecordedTriage | None) -> bool:
+    """Whether a claimed row is the triage this process recorded (`expected`)."""
+    if item is None or expected is None:
+        return False
+    return (item.payload, item.run_id) == (expected.payload, expected.run_id)
 
 
 def _requester(payload: Mapping[str, Any]) -> str:

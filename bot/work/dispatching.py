@@ -29,6 +29,7 @@ from bot.clock import Clock
 from bot.engine.catalog import RunbookCatalog
 from bot.engine.running import RunEngine, RunOutcome
 from bot.engine.storm_runs import join_storm_run
+from bot.engine.working import RecordedTriage
 from bot.errors import OncallError
 from bot.incidents import lifecycle
 from bot.incidents.timeline import BOT, EventKind
@@ -89,7 +90,7 @@ class TriageWorkers:
         self._waiting = 0
         self._futures: set[Future[None]] = set()
         self._recorded: dict[int, int] = {}  # incident id -> its triage work row
-        self._payloads: dict[int, Mapping[str, Any]] = {}  # work row -> payload recorded here
+        self._payloads: dict[int, RecordedTriage] = {}  # work row -> triage recorded here
         self._queued: set[int] = set()  # work rows queued here, not yet finished
         self._closed = False
 
@@ -118,7 +119,9 @@ class TriageWorkers:
             for work in works:
                 if work["key"] in added:
                     self._recorded[work["incident_id"]] = added[work["key"]]
-                    self._payloads[added[work["key"]]] = work["payload"]
+                    self._payloads[added[work["key"]]] = RecordedTriage(
+                        work["payload"], work["run_id"], work["incident_id"]
+                    )
         return recorded + len(added)
 
     def _join_storm(self, session: Any, r: Received) -> int:
@@ -232,10 +235,10 @@ class TriageWorkers:
         return False
 
     def _perform(
-        self, work_id: int, incident_id: int | None, expected: Mapping[str, Any] | None = None
+        self, work_id: int, incident_id: int | None, expected: RecordedTriage | None = None
     ) -> None:
         """Do one work row. `incident_id` is set for a fresh triage (its watcher is told);
-        `expected` is the payload of a triage recorded by this process."""
+        `expected` is a triage recorded by this process."""
         try:
             watcher = None
             if incident_id is not None and self.hooks is not None:

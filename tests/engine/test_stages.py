@@ -25,12 +25,15 @@ from hypothesis import strategies as st
 from bot.config import Settings
 from bot.engine import compiling, stages
 from bot.engine.loading import LoadedRunbook
+from bot.engine.reads_ahead import ReadsAhead
 from bot.engine.schema import StepKind
 from bot.engine.stages import (
-    checkpointed_per_step,
+    Shape,
+    checkpoint_shape,
     depths,
     followed_by_decisions,
     make_stage_node,
+    plan_nodes,
     plan_stages,
 )
 from bot.wiring.runtime import Runtime, open_runtime
@@ -62,10 +65,10 @@ def step_graphs(draw: st.DrawFn) -> Any:
     return SimpleNamespace(runbook=SimpleNamespace(steps=steps), deps=deps)
 
 
-def super_steps(loaded: Any) -> dict[str, int]:
+def super_steps(loaded: Any, shape: Shape = Shape.STAGED) -> dict[str, int]:
     """The super-step each node runs in on the compiled graph (a node waits for all of its
     dependencies' nodes), by node name."""
-    nodes = plan_stages(loaded)
+    nodes = plan_nodes(loaded, shape)
     node_of = {step.id: stage.name for stage in nodes for step in stage.steps}
     ran: dict[str, int] = {}
     for stage in nodes:  # in step order: a node's dependencies come first
@@ -164,8 +167,9 @@ def member(kind: StepKind, step_id: str, fn: Any) -> tuple[Any, Any]:
     return SimpleNamespace(id=step_id, kind=kind), fn
 
 
-def runtime(*, parallel_reads: bool = True) -> Any:
-    return SimpleNamespace(context=SimpleNamespace(parallel_reads=parallel_reads))
+def runtime(*, parallel_reads: bool = True, ahead: ReadsAhead | None = None) -> Any:
+    context = SimpleNamespace(parallel_reads=parallel_reads, reads_ahead=ahead or ReadsAhead())
+    return SimpleNamespace(context=context)
 
 
 def test_a_stage_returns_its_outputs_in_step_order_with_its_reads_concurrent() -> None:
@@ -181,11 +185,11 @@ def test_a_stage_returns_its_outputs_in_step_order_with_its_reads_concurrent() -
     def decide(step_id: str) -> Any:
         return lambda _state, _runtime: {"steps": {step_id: {"kind": "check"}}}
 
-    node = make_stage_node([
+    node = make_stage_node([[
         member(StepKind.SIGNAL, "a", read("a")),
         member(StepKind.CHECK, "b", decide("b")),
         member(StepKind.CLUSTER, "c", read("c")),
-    ])  # fmt: skip
+    ]])  # fmt: skip
     assert list(node({}, runtime())["steps"]) == ["a", "b", "c"]
 
 
@@ -214,11 +218,11 @@ def test_reads_of_in_process_telemetry_take_turns_in_the_stage_thread_beside_clu
         cluster_started.set()
         return {"steps": {"c": {"kind": "cluster"}}}
 
-    node = make_stage_node([
+    node = make_stage_node([[
         member(StepKind.SIGNAL, "a", signal("a")),
         member(StepKind.CLUSTER, "c", cluster),
         member(StepKind.SIGNAL, "b", signal("b")),
-    ])  # fmt: skip
+    ]])  # fmt: skip
     assert list(node({}, runtime(parallel_reads=False))["steps"]) == ["a", "c", "b"]
     assert seen == [("a", stage_thread, 1), ("b", stage_thread, 1)]
 
@@ -266,11 +270,11 @@ def test_a_members_error_fails_the_stage_after_the_others_finished() -> None:
 
         return fn
 
-    node = make_stage_node([
+    node = make_stage_node([[
         member(StepKind.SIGNAL, "a", fails),
         member(StepKind.SIGNAL, "b", later("b")),
         member(StepKind.CHECK, "c", later("c")),
-    ])  # fmt: skip
+    ]])  # fmt: skip
     with pytest.raises(ValueError, match="the first member's error"):
         node({}, runtime())
     assert sorted(finished) == ["b", "c"]
@@ -306,7 +310,7 @@ def test_a_run_waiting_on_the_per_step_graph_resumes_on_it_and_verifies(
     assert waiting.status == "awaiting_approval"
     with open_runtime(settings, scenario_path=scenario) as rt:  # the upgraded process
         loaded: LoadedRunbook = rt.catalog.get("ecc-storm")
-        assert checkpointed_per_step(loaded, versions_seen(rt, waiting.run_id))
+        assert checkpoint_shape(loaded, versions_seen(rt, waiting.run_id)) is Shape.PER_STEP
         # `confirm` waits for `dbe` and `execute`: on the staged graph `dbe` is in stage-1,
         # a node this run never ran, so only the graph it began on can reach the verification
         done = rt.engine.resume(waiting.run_id, decision="approve", actor="cli:alice")
@@ -315,4 +319,4 @@ def test_a_run_waiting_on_the_per_step_graph_resumes_on_it_and_verifies(
         assert done.steps["confirm"]["status"] in {"passed", "failed"}
         fresh = start(rt, loaded, requester="cli:alice")
         seen = versions_seen(rt, fresh.run_id)
-        assert "stage-1" in seen and not checkpointed_per_step(loaded, seen)
+        assert "stage-1-3" in seen and checkpoint_shape(loaded, seen) is Shape.FUSED

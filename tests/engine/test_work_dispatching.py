@@ -18,7 +18,7 @@ from servers.oncall import alert, webhook
 from bot.config import Settings
 from bot.intake.alerts import parse_webhook
 from bot.intake.counters import IntakeCounters
-from bot.intake.receiving import receive_webhook
+from bot.intake.receiving import Received, receive_webhook
 from bot.wiring.runtime import Runtime, open_runtime
 from bot.work.dispatching import TriageWorkers
 from storage import work as work_store
@@ -46,17 +46,22 @@ def triage_workers(rt: Runtime, *, workers: int) -> TriageWorkers:
     )
 
 
-def receive(rt: Runtime, workers: TriageWorkers) -> int:
+def received(rt: Runtime, workers: TriageWorkers) -> Received:
     """What `POST /alerts` does before it answers: store the alert and record its triage."""
     assert rt.fleet is not None and rt.scenario is not None
     starts = rt.fleet.t0 + rt.scenario.faults[0].start
     body = webhook([alert("GPUEccStorm", {"Hostname": NODE}, starts_at=starts)])
     with session_scope(rt.db) as session:
-        received = receive_webhook(
+        got = receive_webhook(
             session, parse_webhook(body), routes=rt.catalog.alert_routes(), at=rt.clock.now()
         )
-        assert workers.record_triage(session, received) == 1
-    incident_id = received[0].incident_id
+        assert workers.record_triage(session, got) == 1
+    return got[0]
+
+
+def receive(rt: Runtime, workers: TriageWorkers) -> int:
+    """`received`: the incident it opened."""
+    incident_id = received(rt, workers).incident_id
     assert incident_id is not None
     return incident_id
 
