@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -55,9 +56,21 @@ class PrometheusEndpoint:
     backoff_seconds: float = 0.2
 
     def connect(self) -> PrometheusConnect:
-        """A new client with its own session (one per thread)."""
+        """A new client with its own session (one per thread).
+
+        The environment `requests` would read on every request (HTTP(S)_PROXY and NO_PROXY,
+        REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE, ~/.netrc) is read once, here, for this URL:
+        looking it up per request cost ~0.15 ms of CPU per query, a fifth of a read (issue 21).
+        Explicit settings win over it, as before: `ca_file`, `insecure_skip_verify`, the
+        credentials."""
         session = requests.Session()
-        session.verify = False if self.insecure_skip_verify else (self.ca_file or True)
+        session.trust_env = False
+        session.proxies.update(requests.utils.get_environ_proxies(self.url))
+        if self.insecure_skip_verify:
+            session.verify = False
+        else:
+            bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
+            session.verify = self.ca_file or bundle or True
         headers = dict(self.headers)
         if self.bearer_token:
             headers["Authorization"] = f"Bearer {self.bearer_token}"
@@ -72,7 +85,7 @@ class PrometheusEndpoint:
             url=self.url.rstrip("/"),
             headers=headers or None,
             retry=retry,
-            auth=self.basic_auth,
+            auth=self.basic_auth or requests.utils.get_netrc_auth(self.url),
             session=session,
             timeout=self.timeout_seconds,
         )

@@ -7,8 +7,9 @@ verdict and, approved, completes; it names every missing signal and ranks `telem
 on 503 (3 attempts with retries=2, then success or TelemetryUnavailable) and none on a 400,
 401 or 422; an unreadable answer; a per-query timeout (also sent as Prometheus' own
 `timeout`); bearer token, basic auth and custom headers as the server received them; TLS with
-a CA file, without one (refused) and with verification off. Requests go through a recording
-proxy in front of a real, empty Prometheus.
+a CA file, without one (refused) and with verification off; the environment's CA bundle and
+proxy (read once per client) hold, explicit settings and NO_PROXY win over them. Requests go
+through a recording proxy in front of a real, empty Prometheus.
 """
 
 from __future__ import annotations
@@ -234,6 +235,38 @@ def test_tls_with_a_ca_file_without_one_and_without_verification(
         unverified = telemetry(proxy.url, catalog, insecure_skip_verify=True).read(QUERY)
     assert trusted.missing_nodes == unverified.missing_nodes == QUERY.nodes
     assert isinstance(refused.value.__cause__, requests.exceptions.SSLError)
+
+
+@pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
+def test_the_environments_ca_bundle_is_trusted_and_explicit_settings_win_over_it(
+    prometheus: PrometheusServer,
+    catalog: SignalCatalog,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The environment is read once per client, not per request: what it says still holds."""
+    certs = self_signed_cert(tmp_path / "tls")
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(certs / "cert.pem"))
+    with running(RecordingProxy(prometheus.url, tls=certs)) as proxy:
+        trusted = telemetry(proxy.url, catalog).read(QUERY)  # no ca_file: the environment's
+        other = self_signed_cert(tmp_path / "other")
+        with pytest.raises(TelemetryUnavailable):  # an explicit ca_file wins over it
+            telemetry(proxy.url, catalog, ca_file=str(other / "cert.pem")).read(QUERY)
+        unverified = telemetry(proxy.url, catalog, insecure_skip_verify=True).read(QUERY)
+    assert trusted.missing_nodes == unverified.missing_nodes == QUERY.nodes
+
+
+def test_the_environments_proxy_is_used_unless_no_proxy_names_the_host(
+    prometheus: PrometheusServer, catalog: SignalCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.setenv("HTTP_PROXY", closed_url())  # a proxy that refuses every connection
+    with pytest.raises(TelemetryUnavailable) as refused:
+        telemetry(prometheus.url, catalog).read(QUERY)
+    assert isinstance(refused.value.__cause__, requests.exceptions.ProxyError)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    assert telemetry(prometheus.url, catalog).read(QUERY).missing_nodes == QUERY.nodes
 
 
 def test_settings_build_the_endpoint_with_secrets_unwrapped_only_there(
