@@ -181,8 +181,7 @@ class RunEngine:
             known = self._shapes.get(run_id)
         if known is None:
             found = self.checkpointer.get_tuple({"configurable": {"thread_id": run_id}})
-            seen = found.checkpoint.get("versions_seen", {}) if found is not None else {}
-            known = checkpoint_shape(loaded, seen)
+            known = checkpoint_shape(loaded, found.checkpoint if found is not None else {})
             self._remember_shape(run_id, known)
         return known
 

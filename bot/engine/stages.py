@@ -225,15 +225,30 @@ def per_step(loaded: LoadedRunbook) -> list[Stage]:
     return [Stage(step.id, ((step,),)) for step in loaded.runbook.steps]
 
 
-def checkpoint_shape(loaded: LoadedRunbook, versions_seen: Iterable[str]) -> Shape:
-    """The graph that wrote a checkpoint (its `versions_seen` node names): the first shape,
-    newest first, that has a node of every name it ran (LangGraph's own names, `__input__`
-    and the like, are in none). A checkpoint that ran no node yet goes on the fused graph."""
-    ran = {name for name in versions_seen if not name.startswith("__")}
+def checkpoint_shape(loaded: LoadedRunbook, checkpoint: Mapping[str, Any]) -> Shape:
+    """The graph that wrote a LangGraph `checkpoint`: the first shape, newest first, that has
+    a node of every name the checkpoint knows (`checkpoint_names`). A checkpoint that knows no
+    node yet goes on the fused graph."""
+    known = checkpoint_names(checkpoint)
     for shape in Shape:
-        if ran <= {node.name for node in plan_nodes(loaded, shape)}:
+        if known <= {node.name for node in plan_nodes(loaded, shape)}:
             return shape
     return Shape.PER_STEP  # a step id of the runbook's other version: as before stages
+
+
+def checkpoint_names(checkpoint: Mapping[str, Any]) -> set[str]:
+    """The node names a checkpoint knows: the nodes it ran (`versions_seen`) and those its
+    edge channels lead from and to (`branch:to:<node>`, `join:<node>+<node>:<node>`), so a
+    run waiting for a node of its own graph is never resumed on a graph without it (node
+    names hold neither ':' nor '+'). LangGraph's own names (`__start__`, ...) are left out."""
+    names = {name for name in checkpoint.get("versions_seen", {}) if not name.startswith("__")}
+    for channel in checkpoint.get("channel_versions", {}):
+        if channel.startswith("branch:to:"):
+            names.add(channel.removeprefix("branch:to:"))
+        elif channel.startswith("join:"):
+            sources, _, target = channel.removeprefix("join:").rpartition(":")
+            names.update([*sources.split("+"), target])
+    return {name for name in names if not name.startswith("__")}
 
 
 _DONE = "gpu_oncall_steps_done"

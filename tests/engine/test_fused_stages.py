@@ -18,16 +18,26 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine.test_stages import member, runtime, step_graphs, super_steps, versions_seen
+from engine.test_stages import (
+    member,
+    runtime,
+    saved_checkpoint,
+    step_graphs,
+    super_steps,
+    versions_seen,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from langgraph.checkpoint.memory import InMemorySaver
 
 from bot.config import Settings
-from bot.engine import stages
+from bot.engine import compiling, stages
+from bot.engine.inputs import resolve_inputs
 from bot.engine.schema import StepKind
 from bot.engine.stages import (
     STAGED,
     Shape,
+    checkpoint_names,
     checkpoint_shape,
     depths,
     followed_by_decisions,
@@ -152,9 +162,8 @@ def test_a_run_waiting_on_the_staged_graph_resumes_on_it_and_verifies(
     assert waiting.status == "awaiting_approval"
     with open_runtime(settings, scenario_path=scenario) as rt:  # the upgraded process
         loaded = rt.catalog.get("ecc-storm")
-        seen = versions_seen(rt, waiting.run_id)
-        assert {"stage-1", "stage-2", "where"} <= set(seen)
-        assert checkpoint_shape(loaded, seen) is Shape.STAGED
+        assert {"stage-1", "stage-2", "where"} <= set(versions_seen(rt, waiting.run_id))
+        assert checkpoint_shape(loaded, saved_checkpoint(rt, waiting.run_id)) is Shape.STAGED
         # `confirm` waits for `dbe` and `execute`: on the fused graph `dbe` is in stage-1-3,
         # a node this run never ran, so only the graph it began on reaches the verification
         done = rt.engine.resume(waiting.run_id, decision="approve", actor="cli:alice")
@@ -162,9 +171,33 @@ def test_a_run_waiting_on_the_staged_graph_resumes_on_it_and_verifies(
         assert done.steps["confirm"]["status"] in {"passed", "failed"}
 
 
-def test_a_checkpoint_that_ran_no_node_goes_on_the_fused_graph(rt: Runtime) -> None:
+def ran(*names: str) -> dict[str, Any]:
+    return {"versions_seen": dict.fromkeys(["__input__", "__start__", *names], {})}
+
+
+def test_a_checkpoint_goes_on_the_newest_graph_that_has_every_node_it_knows(rt: Runtime) -> None:
     loaded = rt.catalog.get("ecc-storm")
-    assert checkpoint_shape(loaded, {"__input__": {}, "__start__": {}}) is Shape.FUSED
-    assert checkpoint_shape(loaded, {"stage-1-3": {}, "fix": {}}) is Shape.FUSED
-    assert checkpoint_shape(loaded, {"stage-1": {}, "where": {}}) is Shape.STAGED
-    assert checkpoint_shape(loaded, {"dbe": {}, "storm": {}}) is Shape.PER_STEP
+    assert checkpoint_shape(loaded, ran()) is Shape.FUSED  # it ran no node yet
+    assert checkpoint_shape(loaded, ran("stage-1-3", "fix")) is Shape.FUSED
+    assert checkpoint_shape(loaded, ran("stage-1", "where")) is Shape.STAGED
+    assert checkpoint_shape(loaded, ran("dbe", "storm")) is Shape.PER_STEP
+
+
+def test_a_run_waiting_for_a_node_only_its_graph_has_goes_on_that_graph(rt: Runtime) -> None:
+    """mfu-regression's first reads are a node of both the staged and the fused graph (reads
+    follow them, so they are not fused), but a staged run stopped after them waits for
+    `stage-2`, which only the staged graph has: its edge channels say so."""
+    loaded = rt.catalog.get("mfu-regression")
+    assert "stage-1" in {node.name for node in plan_nodes(loaded, Shape.FUSED)}
+    staged = compiling.build_graph(loaded, Shape.STAGED).compile(
+        checkpointer=InMemorySaver(), interrupt_after=["stage-1"]
+    )
+    config = {"configurable": {"thread_id": "mfu-1"}}
+    state = {"run_id": "mfu-1", "runbook": loaded.name, "incident": "INC-1", "target": "",
+             "inputs": resolve_inputs(loaded, {"job": "llm-pretrain"}), "steps": {}}  # fmt: skip
+    staged.invoke(state, config, context=rt.deps)
+    saved = staged.checkpointer.get_tuple(config)  # type: ignore[union-attr]
+    assert saved is not None and "stage-1" in saved.checkpoint["versions_seen"]
+    assert "stage-2" in checkpoint_names(saved.checkpoint)
+    assert checkpoint_shape(loaded, saved.checkpoint) is Shape.STAGED
+    assert checkpoint_shape(loaded, ran("stage-1")) is Shape.FUSED  # the nodes it ran alone

@@ -288,10 +288,14 @@ def rt(settings: Settings, scenario_dir: Path) -> Any:
         yield rt
 
 
-def versions_seen(rt: Runtime, run_id: str) -> dict[str, Any]:
+def saved_checkpoint(rt: Runtime, run_id: str) -> dict[str, Any]:
     saved = rt.engine.checkpointer.get_tuple({"configurable": {"thread_id": run_id}})
     assert saved is not None
-    return dict(saved.checkpoint["versions_seen"])
+    return dict(saved.checkpoint)
+
+
+def versions_seen(rt: Runtime, run_id: str) -> dict[str, Any]:
+    return dict(saved_checkpoint(rt, run_id)["versions_seen"])
 
 
 def test_a_run_waiting_on_the_per_step_graph_resumes_on_it_and_verifies(
@@ -310,7 +314,7 @@ def test_a_run_waiting_on_the_per_step_graph_resumes_on_it_and_verifies(
     assert waiting.status == "awaiting_approval"
     with open_runtime(settings, scenario_path=scenario) as rt:  # the upgraded process
         loaded: LoadedRunbook = rt.catalog.get("ecc-storm")
-        assert checkpoint_shape(loaded, versions_seen(rt, waiting.run_id)) is Shape.PER_STEP
+        assert checkpoint_shape(loaded, saved_checkpoint(rt, waiting.run_id)) is Shape.PER_STEP
         # `confirm` waits for `dbe` and `execute`: on the staged graph `dbe` is in stage-1,
         # a node this run never ran, so only the graph it began on can reach the verification
         done = rt.engine.resume(waiting.run_id, decision="approve", actor="cli:alice")
@@ -318,5 +322,6 @@ def test_a_run_waiting_on_the_per_step_graph_resumes_on_it_and_verifies(
         assert done.steps["confirm"]["kind"] == "verify"
         assert done.steps["confirm"]["status"] in {"passed", "failed"}
         fresh = start(rt, loaded, requester="cli:alice")
-        seen = versions_seen(rt, fresh.run_id)
-        assert "stage-1-3" in seen and checkpoint_shape(loaded, seen) is Shape.FUSED
+        saved = saved_checkpoint(rt, fresh.run_id)
+        assert "stage-1-3" in saved["versions_seen"]
+        assert checkpoint_shape(loaded, saved) is Shape.FUSED
