@@ -53,15 +53,13 @@ def build_graph(
     for stage in nodes:
         levels = [[(step, _FACTORIES[step.kind](step, loaded)) for step in level]
                   for level in stage.levels]  # fmt: skip
-        fn = make_stage_node(levels)
+        fn = make_stage_node(stage.name, levels)
         graph.add_node(stage.name, fn)  # type: ignore[call-overload]
         own = {node_of[s.id] for s in stage.steps}
         deps = sorted({node_of[d] for s in stage.steps for d in loaded.deps[s.id]} - own)
         has_dependents.update(deps)
-        if isinstance(fn, StageNode):
-            fn.name = stage.name
-            if not deps and openers is not None:
-                openers.append(fn)
+        if isinstance(fn, StageNode) and not deps and openers is not None:
+            openers.append(fn)
         if not deps:
             graph.add_edge(START, stage.name)
         elif len(deps) == 1:

@@ -158,8 +158,7 @@ class RunEngine:
         openers = self._openers[(loaded.name, Shape.FUSED)]
         if not openers:
             return False
-        inputs = dict(resolved) | {"requester": requester}
-        state = _initial_state(loaded, run_id, incident_id, inputs)
+        state = _fresh_state(loaded, resolved, incident_id, requester, run_id)
         futures = openers[0].start_reads(state, LangGraphRuntime(context=self.deps))
         self.deps.reads_ahead.put(run_id, openers[0].name, state, futures)
         return True
@@ -265,7 +264,7 @@ class RunEngine:
                 claim=True,
             )
             self.record_run(recorder.session, loaded, resolved, incident_id, requester, run_id)
-        state = _initial_state(loaded, run_id, incident_id, resolved | {"requester": requester})
+        state = _fresh_state(loaded, resolved, incident_id, requester, run_id)
         return self.work.perform_claimed(
             item, on_step, run=lambda: self._drive(loaded, run_id, incident_id, state, on_step)
         )
@@ -316,8 +315,7 @@ class RunEngine:
         on_step: StepCallback | None = None,
     ) -> RunOutcome:
         """Drive a run `record_run` recorded, from its inputs."""
-        inputs = dict(resolved) | {"requester": requester}
-        state = _initial_state(loaded, run_id, incident_id, inputs)
+        state = _fresh_state(loaded, resolved, incident_id, requester, run_id)
         return self._drive(loaded, run_id, incident_id, state, on_step)
 
     def _create_run(
@@ -814,6 +812,18 @@ def _resume_command(waiting: Sequence[Interrupt], answer: Any) -> Command[Any]:
         return Command(resume=answer)
     timer = _is_timer(answer)
     return Command(resume={i.id: answer for i in waiting if _is_timer(i.value) == timer})
+
+
+def _fresh_state(
+    loaded: LoadedRunbook,
+    resolved: Mapping[str, Any],
+    incident_id: int,
+    requester: str,
+    run_id: str,
+) -> RunState:
+    """A new run's graph input, from its resolved inputs and who asked: the state its first
+    reads ahead start from is the state its graph starts from (`read_ahead`)."""
+    return _initial_state(loaded, run_id, incident_id, dict(resolved) | {"requester": requester})
 
 
 def _initial_state(

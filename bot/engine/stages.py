@@ -146,9 +146,8 @@ def fuse(loaded: LoadedRunbook, nodes: Sequence[Stage]) -> list[Stage]:
         ):
             first, last = depth[previous.steps[0].id], depth[node.steps[0].id]
             merged = Stage(f"stage-{first}-{last}", previous.levels + node.levels)
-            del super_step[previous.name]
+            super_step[merged.name] = super_step.pop(previous.name)  # as just checked
             fused[-1] = merged
-            super_step[merged.name] = _runs_in(loaded, [merged], fused[:-1], super_step)
             continue
         super_step[node.name] = _runs_in(loaded, [node], fused, super_step)
         fused.append(node)
@@ -261,13 +260,13 @@ def steps_done_before(exc: BaseException) -> Mapping[str, Any]:
     return done
 
 
-def make_stage_node(levels: Sequence[Sequence[tuple[Step, NodeFn]]]) -> NodeFn:
-    """A node running `levels` of members one after another (each the steps of one depth, on
-    the state with the outputs of the levels before) and returning their outputs merged: a
-    `StageNode`, or a lone step's own function."""
+def make_stage_node(name: str, levels: Sequence[Sequence[tuple[Step, NodeFn]]]) -> NodeFn:
+    """The graph's node `name`, running `levels` of members one after another (each the steps
+    of one depth, on the state with the outputs of the levels before) and returning their
+    outputs merged: a `StageNode`, or a lone step's own function."""
     if len(levels) == 1 and len(levels[0]) == 1:
         return levels[0][0][1]
-    return StageNode([_Level(members) for members in levels])
+    return StageNode(name, [_Level(members) for members in levels])
 
 
 class StageNode:
@@ -275,9 +274,9 @@ class StageNode:
     before the graph ran (`start_reads`, bot/engine/reads_ahead.py); the node then waits for
     those instead of reading again."""
 
-    def __init__(self, levels: Sequence[_Level]) -> None:
+    def __init__(self, name: str, levels: Sequence[_Level]) -> None:
+        self.name = name  # the graph's name for it: where its reads ahead are kept
         self.levels = list(levels)
-        self.name = ""  # the graph's name for it (set by bot.engine.compiling)
 
     def __call__(self, state: RunState, runtime: Runtime[Deps]) -> dict[str, Any]:
         ahead = runtime.context.reads_ahead.take(state.get("run_id", ""), self.name, state)

@@ -107,7 +107,7 @@ def test_a_level_reads_the_outputs_of_the_levels_before_it() -> None:
     def verdict(state: Any, _runtime: Any) -> dict[str, Any]:
         return {"steps": {"c": {"from": sorted(state["steps"])}}}
 
-    node = make_stage_node([
+    node = make_stage_node("stage-1-3", [
         [member(StepKind.SIGNAL, "a", read)],
         [member(StepKind.CHECK, "b", check)],
         [member(StepKind.LOCALIZE, "c", verdict)],
@@ -128,7 +128,7 @@ def test_a_levels_failure_carries_the_outputs_of_the_levels_that_ran(failing: in
 
     names = ["a", "b", "c"]
     kinds = [StepKind.SIGNAL, StepKind.CHECK, StepKind.LOCALIZE]
-    node = make_stage_node([
+    node = make_stage_node("stage-1-3", [
         [member(kind, step_id, broken if i == failing else ok(step_id))]
         for i, (kind, step_id) in enumerate(zip(kinds, names, strict=True))
     ])  # fmt: skip

@@ -53,10 +53,9 @@ def test_a_stage_waits_for_its_reads_started_ahead_and_decides_itself() -> None:
     def check(state: Any, _runtime: Any) -> dict[str, Any]:
         return {"steps": {"b": {"saw": state["steps"]["a"]["sent"]}}}
 
-    node = make_stage_node([[member(StepKind.SIGNAL, "a", read("a")),
+    node = make_stage_node("stage-1-2", [[member(StepKind.SIGNAL, "a", read("a")),
                              member(StepKind.CLUSTER, "c", read("c"))],
                             [member(StepKind.CHECK, "b", check)]])  # fmt: skip
-    node.name = "stage-1-2"  # type: ignore[attr-defined]
     ahead = ReadsAhead()
     futures = {0: done({"steps": {"a": {"sent": "ahead"}}}),
                1: done({"steps": {"c": {"sent": "ahead"}}})}  # fmt: skip

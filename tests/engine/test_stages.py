@@ -185,7 +185,7 @@ def test_a_stage_returns_its_outputs_in_step_order_with_its_reads_concurrent() -
     def decide(step_id: str) -> Any:
         return lambda _state, _runtime: {"steps": {step_id: {"kind": "check"}}}
 
-    node = make_stage_node([[
+    node = make_stage_node("stage-1", [[
         member(StepKind.SIGNAL, "a", read("a")),
         member(StepKind.CHECK, "b", decide("b")),
         member(StepKind.CLUSTER, "c", read("c")),
@@ -218,7 +218,7 @@ def test_reads_of_in_process_telemetry_take_turns_in_the_stage_thread_beside_clu
         cluster_started.set()
         return {"steps": {"c": {"kind": "cluster"}}}
 
-    node = make_stage_node([[
+    node = make_stage_node("stage-1", [[
         member(StepKind.SIGNAL, "a", signal("a")),
         member(StepKind.CLUSTER, "c", cluster),
         member(StepKind.SIGNAL, "b", signal("b")),
@@ -270,7 +270,7 @@ def test_a_members_error_fails_the_stage_after_the_others_finished() -> None:
 
         return fn
 
-    node = make_stage_node([[
+    node = make_stage_node("stage-1", [[
         member(StepKind.SIGNAL, "a", fails),
         member(StepKind.SIGNAL, "b", later("b")),
         member(StepKind.CHECK, "c", later("c")),
