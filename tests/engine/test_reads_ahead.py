@@ -4,7 +4,8 @@ Covers: a stage whose first reads were started ahead waits for those and never s
 again, runs its decisions itself, and takes them once (a retry reads again); reads started from
 other inputs are not used; at most `KEPT` runs' reads wait. Through `serve`'s triage workers
 with telemetry that answers in parallel: every read of a triage is sent once, the stage took
-the reads started ahead, and none are left; a triage this worker cannot claim (another holds
+the reads started ahead, and none are left, on the simulated fleet and through Debian's
+Prometheus (where the wiring turns reads ahead on); a triage this worker cannot claim (another holds
 its row) has its reads dropped; with in-process telemetry nothing starts ahead.
 """
 
@@ -14,20 +15,27 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from engine.test_stages import member, runtime
+from engine.test_stages import member, runtime, saved_checkpoint
 from engine.test_work_dispatching import receive, received, triage_workers
+from servers.world import runbook_signals, start_world
 
-from bot.config import Settings
+from bot.config import PrometheusSettings, Settings
 from bot.engine import reads_ahead
 from bot.engine.reads_ahead import ReadsAhead
 from bot.engine.schema import StepKind
 from bot.engine.stages import make_stage_node
 from bot.engine.working import RecordedTriage
 from bot.wiring.runtime import Runtime, open_runtime
+from integrations.prometheus import PrometheusTelemetry
+from integrations.signals import load_signal_catalog
+from runbooks import SIGNALS_FILE
+from simulator import Fleet, load_scenario
+from storage import runs as run_store
 from storage import work as work_store
 from storage.db import session_scope
 
@@ -138,6 +146,51 @@ def test_a_triage_sends_each_read_once_and_its_stage_takes_the_reads_started_ahe
     assert all(counted.sent[signal] == 1 for signal in first), counted.sent
     assert counted.taken.count(True) == 1  # the fused stage's one take
     assert len(rt.deps.reads_ahead) == 0
+
+
+def test_through_a_real_prometheus_the_stage_takes_the_reads_started_ahead(
+    settings: Settings, scenario_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The wiring starts reads ahead for Prometheus (`parallel_reads`); the triage reads each
+    first-level signal once from Debian's Prometheus scraping the fleet, and still finds the
+    fault."""
+    scenario = scenario_dir / "ecc-dbe-storm.yaml"
+    fleet = Fleet.from_scenario(load_scenario(scenario), now=lambda: datetime.now(UTC))
+    catalog = load_signal_catalog(SIGNALS_FILE)
+    (tmp_path / "prom").mkdir()
+    world = start_world(
+        tmp_path / "prom", {"ecc": fleet}, catalog=catalog, signals=runbook_signals(["ecc-storm"])
+    )
+    try:
+        real = settings.model_copy(update={
+            "telemetry": "prometheus",
+            "prometheus": PrometheusSettings(
+                url=world.prometheus.url, match={"fleet": "ecc"}, retries=0
+            ),
+        })  # fmt: skip
+        with open_runtime(real, scenario_path=scenario, fresh=True) as rt:
+            assert isinstance(rt.deps.telemetry, PrometheusTelemetry) and rt.deps.parallel_reads
+            counted = Counted(rt, monkeypatch)
+            workers = triage_workers(rt, workers=1)
+            try:
+                got = received(rt, workers)
+                assert workers.submit_run(got)  # as `POST /alerts` does
+                assert workers.wait_idle(60)
+            finally:
+                workers.shutdown()
+            assert got.incident_id is not None
+            with session_scope(rt.db) as session:
+                run = run_store.latest_run_for_incident(session, got.incident_id)
+            assert run is not None and run.status == "awaiting_approval", run
+            steps = saved_checkpoint(rt, run.id)["channel_values"]["steps"]
+            assert steps["where"]["layer"] == "gpu_hardware", steps["where"]
+            assert len(rt.deps.reads_ahead) == 0
+    finally:
+        world.close()
+    loaded = rt.catalog.get("ecc-storm")
+    first = {s.signal for s in loaded.runbook.steps if s.signal and not loaded.deps[s.id]}
+    assert all(counted.sent.get(signal) == 1 for signal in first), counted.sent
+    assert counted.taken.count(True) == 1
 
 
 def test_a_triage_another_worker_holds_has_its_reads_dropped(
