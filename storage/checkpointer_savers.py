@@ -29,7 +29,7 @@ import builtins
 import logging
 import sqlite3
 import threading
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -49,6 +49,10 @@ logger = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_S = 30.0
 """How long a checkpoint write waits for another process's commit to the same file."""
+
+QuietTask = Callable[[str | None, Sequence[tuple[str, Any]]], bool]
+"""Whether a task (its node, its writes) did nothing its run's checkpoint must keep at once:
+the engine's rule (`hold_after(..., quiet=)`); the saver knows nothing of what writes mean."""
 
 
 @dataclass(frozen=True)
@@ -72,9 +76,10 @@ class BufferedWrites(BaseCheckpointSaver[Any]):
     checkpoint of its first super-step: a crash before that one leaves no checkpoint, and the
     run starts again from its inputs (its work row has them). So is the checkpoint of a
     super-step that ran only nodes the engine named for its thread (`hold_after`: reads whose
-    timeline records wait for the checks and the verdict that follow them), until the thread's
-    next one. A commit writes only the newest checkpoint among them and the writes made from
-    it (`_needed`): the next one supersedes what it holds.
+    timeline records wait for the checks and the verdict that follow them), or tasks the
+    engine's `quiet` rule says did nothing (a remediation with nothing to remediate), until the
+    thread's next one. A commit writes only the newest checkpoint among them and the writes
+    made from it (`_needed`): the next one supersedes what it holds.
 
     Put first in the bases (`class S(BufferedWrites, SqliteSaver)`): `super()` is the saver that
     writes; the subclass says how one transaction spans several of its calls (`_transaction`).
@@ -84,31 +89,44 @@ class BufferedWrites(BaseCheckpointSaver[Any]):
         super().__init__(*args, **kwargs)
         self._buffered: dict[str, builtins.list[_Held]] = {}
         self._holdable: dict[str, frozenset[str]] = {}  # thread -> nodes (`hold_after`)
+        self._quiet: dict[str, QuietTask] = {}  # thread -> its rule (`hold_after`)
         self._buffer_lock = threading.Lock()
 
-    def hold_after(self, thread_id: str, nodes: Collection[str]) -> None:
-        """Hold the checkpoint of a super-step of `thread_id` that ran only `nodes` with the
-        thread's next checkpoint, as an input checkpoint is held; no `nodes`: hold none again
-        (the engine says so when the thread's stream ends)."""
+    def hold_after(
+        self, thread_id: str, nodes: Collection[str], *, quiet: QuietTask | None = None
+    ) -> None:
+        """Hold the checkpoint of a super-step of `thread_id` whose every task ran one of
+        `nodes`, or did nothing by the `quiet` rule, with the thread's next checkpoint, as an
+        input checkpoint is held; neither: hold none again (the engine says so when the
+        thread's stream ends)."""
         with self._buffer_lock:
-            if nodes:
+            if nodes or quiet is not None:
                 self._holdable[thread_id] = frozenset(nodes)
             else:
                 self._holdable.pop(thread_id, None)
+            if quiet is not None:
+                self._quiet[thread_id] = quiet
+            else:
+                self._quiet.pop(thread_id, None)
 
     def _holds(self, thread_id: str) -> bool:
-        """Whether the super-step now checkpointed ran only nodes named by `hold_after`: the
-        nodes of the task writes held since the thread's last held checkpoint."""
+        """Whether the super-step now checkpointed may wait: the task writes held since the
+        thread's last held checkpoint each ran a node named by `hold_after` or were quiet."""
         with self._buffer_lock:
             holdable = self._holdable.get(thread_id)
-            if not holdable:
+            if holdable is None:
                 return False
-            ran: set[str | None] = set()
+            quiet = self._quiet.get(thread_id)
+            tasks: list[_Held] = []
             for held in reversed(self._buffered.get(thread_id, [])):
                 if held.checkpoint is not None:
                     break
-                ran.add(_node_of(held.task_path))
-        return bool(ran) and ran <= holdable
+                tasks.append(held)
+        return bool(tasks) and all(
+            _node_of(t.task_path) in holdable
+            or (quiet is not None and quiet(_node_of(t.task_path), t.writes))
+            for t in tasks
+        )
 
     def _hold(self, held: _Held) -> None:
         thread_id = str(held.config["configurable"]["thread_id"])
@@ -249,11 +267,17 @@ def _node_of(task_path: str) -> str | None:
     return node or None
 
 
-def hold_after(saver: BaseCheckpointSaver[Any], thread_id: str, nodes: Collection[str]) -> None:
-    """Name the nodes whose super-steps' checkpoints `saver` may hold for `thread_id` (a no-op
-    for savers that hold nothing)."""
+def hold_after(
+    saver: BaseCheckpointSaver[Any],
+    thread_id: str,
+    nodes: Collection[str],
+    *,
+    quiet: QuietTask | None = None,
+) -> None:
+    """Name the nodes whose super-steps' checkpoints `saver` may hold for `thread_id`, and the
+    rule for tasks that did nothing (a no-op for savers that hold nothing)."""
     if isinstance(saver, BufferedWrites):
-        saver.hold_after(thread_id, nodes)
+        saver.hold_after(thread_id, nodes, quiet=quiet)
 
 
 def flush_writes(saver: BaseCheckpointSaver[Any], thread_id: str) -> None:

@@ -38,6 +38,7 @@ from bot.engine.catalog import RunbookCatalog
 from bot.engine.collector import tune_collector
 from bot.engine.compiling import build_graph
 from bot.engine.decisions import Decide, decided_run
+from bot.engine.idle_steps import all_did_nothing, quiet_task
 from bot.engine.inputs import resolve_inputs
 from bot.engine.leases import LeaseKeeper
 from bot.engine.loading import LoadedRunbook
@@ -65,7 +66,7 @@ from bot.limits import STORAGE_RETRY_BACKOFF_SECONDS
 from storage import approvals as approval_store
 from storage import incidents as incident_store
 from storage import runs as run_store
-from storage.checkpointer_savers import flush_writes, hold_after
+from storage.checkpointer_savers import QuietTask, flush_writes, hold_after
 from storage.db import session_scope
 from storage.transient import RetryPolicy, retry_transient
 
@@ -519,8 +520,8 @@ class RunEngine:
                 return self._outcome(
                     loaded, run_id, incident_id, "awaiting_approval", steps, approval
                 )
-            if not interrupts:
-                return self._finished(loaded, run_id, incident_id, steps)
+            if not interrupts:  # the stream recorded its finish with its last steps
+                return self._ended(loaded, run_id, incident_id, steps)
             values = [i.value for i in interrupts]
             deferred.announce(self.db, self.deps, incident_id, run_id, values)
             due = min(datetime.fromisoformat(str(i.value["due_at"])) for i in interrupts)
@@ -660,12 +661,16 @@ class RunEngine:
 
         A super-step of proposals only is recorded in one transaction with the next one (the
         approval), and so is one of reads or checks followed by checks and verdicts alone
-        (`followed_by_decisions`).
+        (`followed_by_decisions`), and one of remediation steps that did nothing (bot/engine/
+        idle_steps.py: their checkpoints wait too). When the graph ends, the last steps and
+        the run's finish are recorded in one transaction.
         A crash in between leaves those steps off the timeline until the run is taken over;
-        they are in its checkpoint, and `_catch_up` records them then."""
+        they are in its checkpoint, or run again from the one before, and `_catch_up` records
+        them then."""
         config = {"configurable": {"thread_id": run_id}}
         interrupts: list[Interrupt] = []
-        with self._flushing(run_id, self._held_nodes(loaded, run_id)):
+        steps: dict[str, Any] | None = None  # the state's steps after the last super-step
+        with self._flushing(run_id, self._held_nodes(loaded, run_id), quiet_task(loaded)):
             for mode, chunk in self._app(loaded, run_id).stream(
                 graph_input,
                 config,
@@ -674,14 +679,16 @@ class RunEngine:
                 durability=DURABILITY,
             ):
                 if mode == "values":
-                    if _proposals_only(loaded, pending) or followed_by_decisions(
-                        loaded, [d.step_id for d in pending]
+                    steps = chunk.get("steps", {})
+                    if (
+                        _proposals_only(loaded, pending)
+                        or followed_by_decisions(loaded, [d.step_id for d in pending])
+                        or all_did_nothing(loaded, ((d.step_id, d.output) for d in pending))
                     ):
                         continue  # recorded with the next super-step's steps
                     done = list(pending)
                     pending.clear()
                     self._record(done, on_step)
-                    steps = chunk.get("steps", {})
                     snapshot_verdicts(deps=self.deps, db=self.db, done=done, steps=steps)
                     continue
                 for node, value in chunk.items():
@@ -699,17 +706,23 @@ class RunEngine:
         pending.clear()
         asks = [i for i in interrupts if not _is_timer(i.value)]
         requested = (incident_id, run_id, dict(asks[0].value)) if asks else None
-        self._record(done, on_step, approval=requested)
+        finished = None
+        if not interrupts:  # the graph ended: the run's finish goes with its last steps
+            if steps is None:  # nothing ran (a retry after the last super-step)
+                steps = dict(self._app(loaded, run_id).get_state(config).values.get("steps", {}))
+            status = self._final_status(steps)
+            finished = (incident_id, run_id, loaded, steps, status)
+        self._record(done, on_step, approval=requested, finished=finished)
         return interrupts
 
     @contextmanager
-    def _flushing(self, run_id: str, held: frozenset[str]) -> Iterator[None]:
-        """Let the saver hold the checkpoints of the run's super-steps of `held` nodes while
-        the stream runs (`stages.held_nodes`), and commit what it holds for the run when the
-        stream stops: an interrupt's writes are on disk before it is recorded. After an error,
-        the finished tasks' writes are saved as before it; a storage error then must not hide
-        the stream's own."""
-        hold_after(self.checkpointer, run_id, held)
+    def _flushing(self, run_id: str, held: frozenset[str], quiet: QuietTask) -> Iterator[None]:
+        """Let the saver hold the checkpoints of the run's super-steps of `held` nodes
+        (`stages.held_nodes`) and of `quiet` tasks (`idle_steps.quiet_task`) while the stream
+        runs, and commit what it holds for the run when the stream stops: an interrupt's writes
+        are on disk before it is recorded. After an error, the finished tasks' writes are saved
+        as before it; a storage error then must not hide the stream's own."""
+        hold_after(self.checkpointer, run_id, held, quiet=quiet)
         try:
             yield
         except BaseException:
@@ -725,9 +738,16 @@ class RunEngine:
     def _finished(
         self, loaded: LoadedRunbook, run_id: str, incident_id: int, steps: Mapping[str, Any]
     ) -> RunOutcome:
+        """Record the finish of a run whose graph has ended, and report it."""
         status = self._final_status(steps)
-        with recording(self.db, self.deps.clock) as recorder:
-            recorder.run_finished(incident_id, run_id, loaded, steps, status)
+        self._record([], None, finished=(incident_id, run_id, loaded, steps, status))
+        return self._ended(loaded, run_id, incident_id, steps)
+
+    def _ended(
+        self, loaded: LoadedRunbook, run_id: str, incident_id: int, steps: Mapping[str, Any]
+    ) -> RunOutcome:
+        """Report a run whose finish is recorded."""
+        status = self._final_status(steps)
         logger.info(
             "run %s of %s on INC-%s %s",
             run_id[:8],
@@ -762,17 +782,24 @@ class RunEngine:
         on_step: StepCallback | None,
         *,
         approval: tuple[int, str, Mapping[str, Any]] | None = None,
+        finished: tuple[int, str, LoadedRunbook, Mapping[str, Any], str] | None = None,
     ) -> None:
-        """Record steps, and the (incident id, run id, payload) of an approval request, in one
-        transaction; then report each step to `on_step` in the order it completed, so a listener
-        that reads the database finds it there."""
-        if not done and approval is None:
+        """Record steps, and the (incident id, run id, payload) of an approval request or the
+        (incident id, run id, runbook, steps, status) of the run's finish, in one transaction,
+        with the work row that ran it done (`WorkQueue.finish_with_run`: the run waits for a
+        person or is over); then report each step to `on_step` in the order it completed, so a
+        listener that reads the database finds it there."""
+        if not done and approval is None and finished is None:
             return
         with recording(self.db, self.deps.clock) as recorder:
             for step in done:
                 recorder.step(step)
             if approval is not None:
                 recorder.approval_requested(*approval)
+                self.work.finish_with_run(recorder.session, approval[1])
+            if finished is not None:
+                recorder.run_finished(*finished)
+                self.work.finish_with_run(recorder.session, finished[1])
         if on_step is not None:
             for step in done:
                 on_step(step.step_id, step.output)

@@ -209,13 +209,15 @@ def followed_by_decisions(loaded: LoadedRunbook, step_ids: Iterable[str]) -> boo
 
 def held_nodes(loaded: LoadedRunbook, shape: Shape) -> frozenset[str]:
     """The nodes (of the graph of `shape`) whose super-step's checkpoint may wait for the next
-    one: those whose steps `followed_by_decisions`. A super-step is held only when every node
-    it ran is one of these, so its records wait too (bot/engine/running.py), and a crash
-    before the next checkpoint runs it again with nothing of it on the timeline."""
+    one: those whose steps `followed_by_decisions`, and those that only propose (the approval
+    that follows is recorded with them). A super-step is held only when every node it ran is
+    one of these, so its records wait too (bot/engine/running.py), and a crash before the next
+    checkpoint runs it again with nothing of it on the timeline."""
     return frozenset(
         node.name
         for node in plan_nodes(loaded, shape)
         if followed_by_decisions(loaded, [s.id for s in node.steps])
+        or all(s.kind is StepKind.PROPOSE for s in node.steps)
     )
 
 

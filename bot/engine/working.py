@@ -11,6 +11,7 @@ two processes or replicas never both win it.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -120,6 +121,7 @@ class WorkQueue:
         self.on_due: Callable[[list[int]], None] | None = None
         """Told the ids of parked rows that finished work made due (the serve-time pool
         queues them); without it they wait for the next `due_work` sweep."""
+        self._doing = threading.local()  # the row this thread performs (`finish_with_run`)
 
     def _claim(self, session: Any, work_id: int) -> WorkItem | None:
         """Claim a row for this worker under a fresh lease; None when another holds it."""
@@ -277,6 +279,7 @@ class WorkQueue:
         with self.leases.holding():
             if item.attempts > 1:
                 self._taken_over(item)
+            self._doing.item, self._doing.released = item, None
             try:
                 outcome = run() if run is not None else self._do(item, on_step)
             except Exception as exc:  # boundary: the row and the incident end failed
@@ -284,8 +287,34 @@ class WorkQueue:
                 self._finish_work(item, error=error)
                 self._fail_quietly(item, error)
                 raise
-            self._finish_work(item, error=None)
+            finally:
+                released, self._doing.item, self._doing.released = self._doing.released, None, None
+            if released is None:  # not finished with the run's last records
+                self._finish_work(item, error=None)
+            else:
+                self._released(released)
         return outcome
+
+    def finish_with_run(self, session: Any, run_id: str) -> None:
+        """Mark the row this thread performs done in `session`, the transaction that records
+        its run's finish or its approval request (bot/engine/running.py), when it is that run's
+        row: one commit fewer per run, and no moment when the run is over and its row not
+        (a crash there left the row to a takeover that found nothing to do, issue 24). The row
+        is finished after the commit, as `perform_claimed` would, when this is called in no
+        row's work or for another run."""
+        item: WorkItem | None = getattr(self._doing, "item", None)
+        if item is None or item.id is None or item.run_id != run_id:
+            return
+        finished = work_store.finish_work(
+            session,
+            work_id=item.id,
+            owner=self.leases.owner,
+            at=self.leases.now(),
+            failed=False,
+            error=None,
+        )
+        triage = finished and item.kind == "triage"
+        self._doing.released = self._unpark(session, item.incident_id) if triage else []
 
     def _do(
         self, item: WorkItem, on_step: StepCallback | None, *, unrecorded: bool = False

@@ -305,7 +305,7 @@ def _clock(settings: Settings, saved: Mapping[str, Any]) -> Clock:
     samples exist only once their moment has come, so a verification window must really wait."""
     if settings.telemetry == "prometheus":
         return SystemClock()
-    real = datetime.now(UTC).replace(microsecond=0)
+    real = datetime.now(UTC)  # never behind another process's clock on the same database
     stored = saved.get("now")
     return SimulatedClock(max(real, datetime.fromisoformat(str(stored))) if stored else real)
 

@@ -132,8 +132,8 @@ def test_a_run_commits_once_per_super_step_whatever_its_step_count(
     # start (the run and its claimed work row), then one per recorded super-step: the gathers
     # (however many) with the check that alone follows them and the verdict that alone follows
     # that, the evidence snapshot of the verdict, propose with the approval (proposals are
-    # recorded with the next super-step), then the work row done
-    assert commits[0] == 5
+    # recorded with the next super-step) and the work row done with it
+    assert commits[0] == 4
 
 
 def test_on_step_sees_each_step_committed_in_timeline_order(rt: Runtime) -> None:

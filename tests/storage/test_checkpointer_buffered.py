@@ -8,11 +8,13 @@ same commit; a read of the thread in the holding saver (`get_tuple`, `list`), `f
 `close` put them on disk too; a held write is kept per thread (one thread's checkpoint does
 not carry another's); `delete_thread` drops them. The checkpoint of a super-step that ran only
 nodes named by `hold_after` waits for the thread's next one (not one that also ran another
-node, nor once the engine names none). A commit writes only the thread's newest checkpoint
-and the writes made from it: the held checkpoints it supersedes, and the writes they applied,
-never reach disk, and the newest one still loads every channel they made new (PostgreSQL stores
-a blob per channel version). (That the engine's graphs have no channel rebuilt from its
-ancestors' writes: tests/engine/test_graph_channels.py.)
+node, nor once the engine names none), and so does one whose every task the engine's `quiet`
+rule says did nothing (not one with a task that did something or ran no node). A commit
+writes only the thread's newest checkpoint and the writes made from it: the held checkpoints it
+supersedes, and the writes they applied, never reach disk, and the newest one still loads
+every channel they made new (PostgreSQL stores a blob per channel version). (That the
+engine's graphs have no channel rebuilt from its ancestors' writes:
+tests/engine/test_graph_channels.py.)
 """
 
 from __future__ import annotations
@@ -192,3 +194,36 @@ def test_the_newest_checkpoint_loads_what_the_superseded_ones_made_new(
     assert values["steps"] == checked and values["verdict"] == ["n1"]
     flush_writes(holding, "run-1")  # writes made from the newest are kept
     assert writes_seen(other, "run-1", newest) == [1]
+
+
+def test_a_super_step_of_quiet_tasks_waits_for_the_next_checkpoint(
+    savers: tuple[BaseCheckpointSaver[Any], BaseCheckpointSaver[Any]],
+) -> None:
+    """The engine's `quiet` rule (bot/engine/idle_steps.py) judges each task by its node and
+    writes: a super-step waits only when every one of its tasks is quiet."""
+    holding, other = savers
+
+    def quiet(node: str | None, writes: Any) -> bool:
+        return node is not None and all(channel == "idle" for channel, _ in writes)
+
+    hold_after(holding, "run-1", (), quiet=quiet)
+    applied = put(holding, "run-1", None, "loop", 0)
+    holding.put_writes(config("run-1", applied), [("idle", 1)], "task-a", pull("fix"))
+    holding.put_writes(config("run-1", applied), [("idle", 2)], "task-b", pull("confirm"))
+    idle = put(holding, "run-1", applied, "loop", 1)
+    assert other.get_tuple(config("run-1")) is None  # every task quiet: held
+    holding.put_writes(config("run-1", idle), [("idle", 3)], "task-c", pull("fix"))
+    holding.put_writes(config("run-1", idle), [("acted", 4)], "task-d", pull("execute"))
+    acted = put(holding, "run-1", idle, "loop", 2)
+    latest = other.get_tuple(config("run-1"))  # one task was not: committed, with what it held
+    assert latest is not None and latest.config["configurable"]["checkpoint_id"] == acted
+    assert other.get_tuple(config("run-1", idle)) is None  # superseded, never on disk
+    holding.put_writes(config("run-1", acted), [("idle", 5)], "task-e", "")
+    pushed = put(holding, "run-1", acted, "loop", 3)  # a task of no node is never quiet
+    latest = other.get_tuple(config("run-1"))
+    assert latest is not None and latest.config["configurable"]["checkpoint_id"] == pushed
+    hold_after(holding, "run-1", ())  # the stream ended: nothing is held again
+    holding.put_writes(config("run-1", pushed), [("idle", 6)], "task-f", pull("fix"))
+    last = put(holding, "run-1", pushed, "loop", 4)
+    latest = other.get_tuple(config("run-1"))
+    assert latest is not None and latest.config["configurable"]["checkpoint_id"] == last
