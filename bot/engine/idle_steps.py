@@ -1,17 +1,18 @@
-"""Remediation steps that did nothing: a proposal of no action, an approval not needed, an act
-skipped, a verification skipped.
+"""Steps whose records and checkpoint may wait for the run's end: remediation steps that did
+nothing (a proposal of no action, an approval not needed, an act skipped, a verification
+skipped), and a verdict of no fault with the reads and checks of its super-step.
 
-After a verdict of "no fault" (most of a storm's members when each opens its own incident),
-every remediation step of the run is one of these: it read nothing, changed nothing and asked no
-one. Their super-steps' records wait for the run's end and are written in one transaction with
-its finish (bot/engine/running.py), and their checkpoints wait in the saver for the run's last
-one (`quiet_task`, storage/checkpointer_savers.py): one commit of each instead of one per
+After a verdict of "no fault" (most of a storm's members when each opens its own incident) the
+run has nothing left to do: every remediation step after it reads, changes and asks nothing.
+Their super-steps' records, and the verdict's, are written in one transaction with the run's
+finish (bot/engine/running.py), and their checkpoints wait in the saver for the run's last one
+(`quiet_task`, storage/checkpointer_savers.py): one commit of each instead of one per
 super-step (issue 21). A crash in between loses nothing that cannot be done again: the run goes
-on from the verdict's checkpoint, and these steps decide the same again.
+on from the checkpoint before them, reading and deciding the same again.
 
-Only an output that says so counts: a proposal with actions, an approval asked of a person or
-decided, an act that ran anything, or a verification that read telemetry is recorded and
-checkpointed when its super-step ends, as before.
+Only an output that says so counts: a verdict that names a fault, a proposal with actions, an
+approval asked of a person or decided, an act that ran anything, or a verification that read
+telemetry is recorded and checkpointed when its super-step ends, as before.
 """
 
 from __future__ import annotations
@@ -19,18 +20,22 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from bot.diagnosis.layers import Layer
 from bot.engine.loading import LoadedRunbook
 from bot.engine.schema import StepKind
 from storage.checkpointer_savers import QuietTask
 
 STEPS_CHANNEL = "steps"
 """The state key every step writes its output under (bot/engine/steps/common.output)."""
+NO_FAULT = Layer.NONE.value
+"""A verdict's layer when it found no fault (bot/diagnosis/localizing.py)."""
 _EDGES = ("branch:", "join:")
 """LangGraph's channels for the graph's edges: a node writes them to start the next ones."""
+_READS_AND_CHECKS = frozenset({StepKind.SIGNAL, StepKind.CLUSTER, StepKind.CHECK})
 
 
 def did_nothing(kind: StepKind | None, output: Mapping[str, Any]) -> bool:
-    """Whether a step of `kind` with `output` read, changed and asked nothing."""
+    """Whether a remediation step of `kind` with `output` read, changed and asked nothing."""
     if kind is StepKind.PROPOSE:
         return not output.get("proposals")
     if kind is StepKind.APPROVE:
@@ -42,39 +47,46 @@ def did_nothing(kind: StepKind | None, output: Mapping[str, Any]) -> bool:
     return False
 
 
-def all_did_nothing(loaded: LoadedRunbook, done: Iterable[tuple[str, Mapping[str, Any]]]) -> bool:
-    """Whether every (step id, output) of `done` did nothing, and there is one."""
-    kinds = _kinds(loaded)
-    found = False
-    for step_id, output in done:
-        if not did_nothing(kinds.get(step_id), output):
-            return False
-        found = True
-    return found
+def may_wait(loaded: LoadedRunbook, done: Iterable[tuple[str, Mapping[str, Any]]]) -> bool:
+    """Whether the records of `done` (step id, output: one or more super-steps' steps) may wait
+    for the run's end: there is a step, and each did nothing, or a verdict of no fault is among
+    them and the others only read, checked or did nothing."""
+    return _may_wait(_kinds(loaded), list(done))
 
 
 def quiet_task(loaded: LoadedRunbook) -> QuietTask:
-    """The saver's rule for `loaded`'s runs: a task is quiet when it wrote step outputs that all
-    did nothing, and nothing else but the edges to the next nodes (never an interrupt, an error
-    or a task that ran no node of the graph)."""
+    """The saver's rule for `loaded`'s runs: a task's checkpoint may wait when its step outputs
+    `may_wait` and it wrote nothing else but the edges to the next nodes (never an interrupt,
+    an error or a task that ran no node of the graph)."""
     kinds = _kinds(loaded)
 
     def quiet(node: str | None, writes: Sequence[tuple[str, Any]]) -> bool:
         if node is None:
             return False
-        outputs = []
+        outputs: list[tuple[str, Mapping[str, Any]]] = []
         for channel, value in writes:
-            if channel == STEPS_CHANNEL and isinstance(value, Mapping) and value:
-                outputs.append(value)
+            if channel == STEPS_CHANNEL and isinstance(value, Mapping):
+                outputs += [(k, v) for k, v in value.items() if isinstance(v, Mapping)]
             elif not channel.startswith(_EDGES):
                 return False
-        return bool(outputs) and all(
-            isinstance(output, Mapping) and did_nothing(kinds.get(step_id), output)
-            for value in outputs
-            for step_id, output in value.items()
-        )
+        return _may_wait(kinds, outputs)
 
     return quiet
+
+
+def _may_wait(kinds: Mapping[str, StepKind], done: Sequence[tuple[str, Mapping[str, Any]]]) -> bool:
+    if not done:
+        return False
+    verdicts = [o for step_id, o in done if kinds.get(step_id) is StepKind.LOCALIZE]
+    if verdicts:
+        if any(v.get("layer") != NO_FAULT for v in verdicts):
+            return False
+        return all(
+            kinds.get(step_id) in _READS_AND_CHECKS | {StepKind.LOCALIZE}
+            or did_nothing(kinds.get(step_id), output)
+            for step_id, output in done
+        )
+    return all(did_nothing(kinds.get(step_id), output) for step_id, output in done)
 
 
 def _kinds(loaded: LoadedRunbook) -> dict[str, StepKind]:

@@ -38,7 +38,7 @@ from bot.engine.catalog import RunbookCatalog
 from bot.engine.collector import tune_collector
 from bot.engine.compiling import build_graph
 from bot.engine.decisions import Decide, decided_run
-from bot.engine.idle_steps import all_did_nothing, quiet_task
+from bot.engine.idle_steps import may_wait, quiet_task
 from bot.engine.inputs import resolve_inputs
 from bot.engine.leases import LeaseKeeper
 from bot.engine.loading import LoadedRunbook
@@ -661,9 +661,9 @@ class RunEngine:
 
         A super-step of proposals only is recorded in one transaction with the next one (the
         approval), and so is one of reads or checks followed by checks and verdicts alone
-        (`followed_by_decisions`), and one of remediation steps that did nothing (bot/engine/
-        idle_steps.py: their checkpoints wait too). When the graph ends, the last steps and
-        the run's finish are recorded in one transaction.
+        (`followed_by_decisions`), and one of a verdict of no fault or of remediation steps
+        that did nothing (bot/engine/idle_steps.py: their checkpoints wait too). When the graph
+        ends, the last steps and the run's finish are recorded in one transaction.
         A crash in between leaves those steps off the timeline until the run is taken over;
         they are in its checkpoint, or run again from the one before, and `_catch_up` records
         them then."""
@@ -683,7 +683,7 @@ class RunEngine:
                     if (
                         _proposals_only(loaded, pending)
                         or followed_by_decisions(loaded, [d.step_id for d in pending])
-                        or all_did_nothing(loaded, ((d.step_id, d.output) for d in pending))
+                        or may_wait(loaded, ((d.step_id, d.output) for d in pending))
                     ):
                         continue  # recorded with the next super-step's steps
                     done = list(pending)
@@ -713,6 +713,7 @@ class RunEngine:
             status = self._final_status(steps)
             finished = (incident_id, run_id, loaded, steps, status)
         self._record(done, on_step, approval=requested, finished=finished)
+        snapshot_verdicts(deps=self.deps, db=self.db, done=done, steps=steps or {})
         return interrupts
 
     @contextmanager

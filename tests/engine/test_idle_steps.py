@@ -1,14 +1,15 @@
-"""Remediation steps that did nothing wait for the run's end (bot/engine/idle_steps.py): their
-records are written with the run's finish in one transaction, and their checkpoints wait in the
-saver for the run's last one.
+"""Steps whose records and checkpoint wait for the run's end (bot/engine/idle_steps.py): a
+verdict of no fault with its reads and checks, and remediation steps that did nothing. Their
+records are written with the run's finish in one transaction, with its work row done, and their
+checkpoints wait in the saver for the run's last one.
 
 Covers: which outputs did nothing, by step kind, and the saver's rule over a task's writes; a
-run on a healthy node records every remediation step once, with the same outcomes, and its
-finish, in one commit after the verdict with its work row done, and only the verdict's and the
-last checkpoint reach disk; a run that proposes still checkpoints and records what it does when
-it does it; and a process SIGKILLed right after the verdict (nothing of the held steps on disk)
-or while it records the run's finish (their checkpoint on disk, none of their records) is taken
-over by another worker, which records each step once and finishes the run.
+run on a healthy node records every step once, in the order they completed, with the same
+outcomes, its verdict and its finish, in one commit after the one that started it, and only
+its last checkpoint reaches disk; a run that finds a fault records its verdict when it is
+reached and checkpoints its proposal with the approval; and a process SIGKILLed when every step
+has run but nothing of them is on disk, or while it records them (its last checkpoint on disk),
+is taken over by another worker, which records each step once and finishes the run.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import pytest
 
 from bot.clock import FakeClock, SystemClock
 from bot.config import Settings
-from bot.engine.idle_steps import did_nothing, quiet_task
+from bot.engine.idle_steps import did_nothing, may_wait, quiet_task
 from bot.engine.leases import LeaseKeeper, LeaseTerms
 from bot.engine.running import RunEngine
 from bot.engine.schema import StepKind
@@ -79,7 +80,23 @@ def test_a_task_is_quiet_when_it_wrote_idle_outputs_and_edges_only(rt: Runtime) 
     assert not quiet("approval", [("steps", idle), ("__error__", "boom")])
     assert not quiet(None, [("steps", idle)])  # no node of the graph
     assert not quiet("approval", [("branch:to:execute", None)])  # wrote no step
-    assert not quiet("where", [("steps", {"where": {"kind": "localize", "layer": "none"}})])
+    fault = {"where": {"kind": "localize", "layer": "gpu_hardware"}}
+    assert not quiet("stage-1-3", [("steps", {"dbe": {"max": 3.0}, **fault})])
+    no_fault = {"dbe": {"max": 0.0}, "dbe_storm": {"status": "ok"}, "where": {"layer": "none"}}
+    assert quiet("stage-1-3", [("steps", no_fault), ("branch:to:fix", None)])
+    assert not quiet("stage-1", [("steps", {"dbe": {"max": 0.0}})])  # reads, no verdict yet
+
+
+def test_what_may_wait_for_the_run_end(rt: Runtime) -> None:
+    loaded = rt.catalog.get("ecc-storm")
+    no_fault = ("where", {"layer": "none"})
+    proposed = ("fix", {"proposals": [{"action": "cordon"}]})
+    assert may_wait(loaded, [no_fault, ("dbe", {"max": 0.0}), ("fix", {"proposals": []})])
+    assert may_wait(loaded, [("approval", {"decision": "not_needed"})])
+    assert not may_wait(loaded, [no_fault, proposed])
+    assert not may_wait(loaded, [("where", {"layer": "gpu_hardware"})])
+    assert not may_wait(loaded, [("dbe", {"max": 0.0})])  # reads wait only beside a verdict
+    assert not may_wait(loaded, [])
 
 
 @pytest.fixture
@@ -105,30 +122,20 @@ def saved_steps(rt: Runtime, run_id: str) -> list[set[str]]:
     ]
 
 
-def test_a_run_that_finds_nothing_records_its_remediation_and_finish_in_one_commit(
+def test_a_run_that_finds_nothing_records_its_steps_and_finish_in_one_commit(
     rt: Runtime,
 ) -> None:
     loaded = rt.catalog.get("ecc-storm")
     incident_id, _ = rt.engine.open_incident(loaded, {"node": HEALTHY}, actor="alertmanager")
-    after_verdict: list[int] = []
     with counting_commits(rt.db) as commits:
-
-        def on_step(step_id: str, _output: Any) -> None:
-            if step_id == "where":
-                after_verdict.append(commits[0])
-
         outcome = rt.engine.start(
-            loaded,
-            inputs={"node": HEALTHY},
-            incident_id=incident_id,
-            requester="alertmanager",
-            on_step=on_step,
+            loaded, inputs={"node": HEALTHY}, incident_id=incident_id, requester="alertmanager"
         )
-        total = commits[0]
     assert outcome.status == "completed" and outcome.verdict["layer"] == "none"
-    # after the verdict: the remediation steps with the run's finish and its work row done
-    # (one commit per remediation super-step, the finish and the work row before: five)
-    assert total - after_verdict[0] == 1
+    # the run and its claimed work row; then its reads, checks and verdict, its remediation
+    # steps, its finish and its work row done (before: one commit per super-step, then the
+    # finish, then the work row: six)
+    assert commits[0] == 2
     with session_scope(rt.db) as session:
         (row,) = work_store.list_work(session, incident_id=incident_id)
     assert (row.state, row.run_id, row.lease_expires_at) == ("done", outcome.run_id, None)
@@ -139,15 +146,36 @@ def test_a_run_that_finds_nothing_records_its_remediation_and_finish_in_one_comm
     assert len(recorded) == len(set(recorded))  # every step once, remediation too
     assert set(recorded) == set(outcome.steps) - {"approval"}
     assert recorded[-len(RECORDED) :] == list(RECORDED)  # in the order they completed
+    assert recorded.index("where") < recorded.index("fix")
     with session_scope(rt.db) as session:
         run = run_store.get_run(session, outcome.run_id)
         incident = incident_store.get_incident(session, incident_id)
     assert run is not None and run.status == "completed" and run.finished_at is not None
     assert incident is not None and (incident.state, incident.kind) == ("resolved", "check")
-    on_disk = saved_steps(rt, outcome.run_id)
-    assert on_disk[0] >= set(REMEDIATION)  # the last checkpoint has every step
-    assert not any("fix" in steps for steps in on_disk[1:])  # the held ones never reached disk
-    assert "where" in on_disk[1]  # the one before it is the verdict's
+    assert incident.layer == "none" and incident.diagnosed_at is not None
+    (on_disk,) = saved_steps(rt, outcome.run_id)  # the held checkpoints never reached disk
+    assert on_disk == set(outcome.steps)
+
+
+def test_a_run_that_finds_a_fault_records_its_verdict_when_it_is_reached(rt: Runtime) -> None:
+    loaded = rt.catalog.get("ecc-storm")
+    node = "gpu-node-03"
+    incident_id, _ = rt.engine.open_incident(loaded, {"node": node}, actor="alertmanager")
+    seen: list[list[str]] = []
+
+    def on_step(step_id: str, _output: Any) -> None:
+        if step_id == "where":  # the verdict is on the timeline, the proposal not yet
+            seen.append([e.step_id for e in step_events(rt, incident_id)])
+
+    waiting = rt.engine.start(
+        loaded,
+        inputs={"node": node},
+        incident_id=incident_id,
+        requester="alertmanager",
+        on_step=on_step,
+    )
+    assert waiting.status == "awaiting_approval" and waiting.steps["fix"]["proposals"]
+    assert "where" in seen[0] and "fix" not in seen[0]
 
 
 def test_a_run_that_proposes_checkpoints_its_proposal_with_the_approval(rt: Runtime) -> None:
@@ -171,6 +199,7 @@ KILLED = textwrap.dedent(
     """
     import os, signal, sys
     from bot.config import Settings, StorageSettings
+    from bot.engine import running
     from bot.engine.recording import Recorder
     from bot.wiring.runtime import open_runtime
 
@@ -180,28 +209,27 @@ KILLED = textwrap.dedent(
     def die(*_args):
         os.kill(os.getpid(), signal.SIGKILL)
 
-    def on_step(step_id, output):
-        if at == "verdict" and step_id == "where":  # committed: die before anything after it
-            die()
-
-    if at == "finish":  # the held steps ran and their checkpoint is written: die recording
+    if at == "flush":  # every step ran, their checkpoints held: die before writing them
+        running.flush_writes = die
+    if at == "finish":  # the run's last checkpoint is written: die recording its steps
         Recorder.run_finished = die
 
     with open_runtime(settings, scenario_path=scenario) as rt:
         rt.engine.start(
             rt.catalog.get("ecc-storm"), inputs={"node": node}, incident_id=int(incident_id),
-            requester="alertmanager", on_step=on_step,
+            requester="alertmanager",
         )
     """
 )
 
 
-@pytest.mark.parametrize("at", ["verdict", "finish"])
+@pytest.mark.parametrize("at", ["flush", "finish"])
 def test_a_worker_killed_in_the_held_steps_is_taken_over_and_the_run_finishes(
     settings: Settings, scenario_dir: Path, at: str
 ) -> None:
-    """SIGKILL right after the verdict's commit (the held steps not run, nothing of them on
-    disk) and in the run's last transaction (their checkpoint on disk, no record of them)."""
+    """SIGKILL when every step has run but their held checkpoints are not written (nothing of
+    the run on disk but its row and its work row) and in the run's last transaction (its last
+    checkpoint on disk, no record of any step)."""
     scenario = scenario_dir / "ecc-dbe-storm.yaml"
     with open_runtime(settings, scenario_path=scenario, fresh=True) as rt:
         loaded = rt.catalog.get("ecc-storm")
@@ -216,10 +244,9 @@ def test_a_worker_killed_in_the_held_steps_is_taken_over_and_the_run_finishes(
         with session_scope(rt.db) as session:
             (run,) = run_store.list_runs_for_incident(session, incident_id)
         assert run.status == "running"
-        recorded = [e.step_id for e in step_events(rt, incident_id)]
-        assert "where" in recorded and not set(RECORDED) & set(recorded)
-        newest = saved_steps(rt, run.id)[0]
-        assert set(REMEDIATION) <= newest if at == "finish" else "fix" not in newest
+        assert step_events(rt, incident_id) == []
+        on_disk = saved_steps(rt, run.id)
+        assert (on_disk[0] >= {"where", *REMEDIATION}) if at == "finish" else on_disk == []
         later = FakeClock(SystemClock().now() + TERMS.lease)
         taker = RunEngine(
             deps=rt.deps,
