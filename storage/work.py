@@ -209,18 +209,30 @@ def finish_work(
 ) -> bool:
     """Mark a claimed row done (or failed). False if `owner` no longer holds it (its lease
     expired and another worker took it over): that worker's result stands."""
-    statement = (
+    values = {
+        "work_id": work_id,
+        "holder": owner,
+        "ending": FAILED if failed else DONE,
+        "at": at,
+        "error": error,
+    }
+    return int(session.connection().execute(_finish(), values).rowcount) == 1  # no ORM sync
+
+
+@cache
+def _finish() -> Any:
+    """`finish_work`'s conditional UPDATE, built once (every run ends with it)."""
+    return (
         update(WorkItem)
-        .where(col(WorkItem.id) == work_id, col(WorkItem.owner) == owner)
+        .where(col(WorkItem.id) == bindparam("work_id"), col(WorkItem.owner) == bindparam("holder"))
         .where(col(WorkItem.state) == PENDING)
         .values(
-            state=FAILED if failed else DONE,
-            finished_at=at,
+            state=bindparam("ending"),
+            finished_at=bindparam("at"),
             lease_expires_at=None,
-            last_error=error,
+            last_error=bindparam("error"),
         )
     )
-    return int(session.connection().execute(statement).rowcount) == 1  # Core: no ORM sync
 
 
 
@@ -307,14 +319,20 @@ def replace_unclaimed_payload(
 
 def unpark(session: Session, *, incident_id: int, at: datetime) -> list[int]:
     """Make an incident's parked rows due at `at`; returns their ids."""
-    parked = select(WorkItem.id).where(
-        WorkItem.incident_id == incident_id,
-        WorkItem.state == PENDING,
-        WorkItem.due_at == PARKED,
-    )
-    ids = [work_id for work_id in session.exec(parked) if work_id is not None]
+    found = session.connection().execute(_parked(), {"incident_id": incident_id})
+    ids = [work_id for (work_id,) in found if work_id is not None]
     if ids:
         session.connection().execute(
             update(WorkItem).where(col(WorkItem.id).in_(ids)).values(due_at=at)
         )
     return ids
+
+
+@cache
+def _parked() -> Any:
+    """`unpark`'s read of an incident's parked rows, built once (every triage ends with it)."""
+    return select(col(WorkItem.id)).where(
+        col(WorkItem.incident_id) == bindparam("incident_id"),
+        col(WorkItem.state) == PENDING,
+        col(WorkItem.due_at) == PARKED,
+    )

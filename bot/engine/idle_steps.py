@@ -51,14 +51,14 @@ def may_wait(loaded: LoadedRunbook, done: Iterable[tuple[str, Mapping[str, Any]]
     """Whether the records of `done` (step id, output: one or more super-steps' steps) may wait
     for the run's end: there is a step, and each did nothing, or a verdict of no fault is among
     them and the others only read, checked or did nothing."""
-    return _may_wait(_kinds(loaded), list(done))
+    return _may_wait(loaded.kinds, list(done))
 
 
 def quiet_task(loaded: LoadedRunbook) -> QuietTask:
     """The saver's rule for `loaded`'s runs: a task's checkpoint may wait when its step outputs
     `may_wait` and it wrote nothing else but the edges to the next nodes (never an interrupt,
     an error or a task that ran no node of the graph)."""
-    kinds = _kinds(loaded)
+    kinds = loaded.kinds
 
     def quiet(node: str | None, writes: Sequence[tuple[str, Any]]) -> bool:
         if node is None:
@@ -87,7 +87,3 @@ def _may_wait(kinds: Mapping[str, StepKind], done: Sequence[tuple[str, Mapping[s
             for step_id, output in done
         )
     return all(did_nothing(kinds.get(step_id), output) for step_id, output in done)
-
-
-def _kinds(loaded: LoadedRunbook) -> dict[str, StepKind]:
-    return {step.id: step.kind for step in loaded.runbook.steps}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,20 @@ class LoadedRunbook:
     @property
     def name(self) -> str:
         return self.runbook.name
+
+    @cached_property
+    def kinds(self) -> Mapping[str, StepKind]:
+        """Each step's kind, by step id (worked out once: the engine asks per super-step)."""
+        return {step.id: step.kind for step in self.runbook.steps}
+
+    @cached_property
+    def depths(self) -> Mapping[str, int]:
+        """Each step's super-step: 1 for a step with no dependency, else 1 + its deepest
+        one's (worked out once)."""
+        depth: dict[str, int] = {}
+        for step in self.runbook.steps:  # dependencies come first (checked at load)
+            depth[step.id] = 1 + max((depth[d] for d in self.deps[step.id]), default=0)
+        return depth
 
     def expression(self, step_id: str, name: str) -> Expression:
         return self.expressions[(step_id, name)]

@@ -830,7 +830,7 @@ place as steps complete)."""
 
 def _proposals_only(loaded: LoadedRunbook, done: Sequence[StepDone]) -> bool:
     """Whether a finished super-step held steps and all of them only proposed."""
-    return bool(done) and all(loaded.runbook.step(d.step_id).kind in _HELD for d in done)
+    return bool(done) and all(loaded.kinds.get(d.step_id) in _HELD for d in done)
 
 
 def _resume_command(waiting: Sequence[Interrupt], answer: Any) -> Command[Any]:

@@ -89,12 +89,9 @@ class Stage:
         return tuple(step for level in self.levels for step in level)
 
 
-def depths(loaded: LoadedRunbook) -> dict[str, int]:
+def depths(loaded: LoadedRunbook) -> Mapping[str, int]:
     """Each step's super-step: 1 for a step with no dependency, else 1 + its deepest one's."""
-    depth: dict[str, int] = {}
-    for step in loaded.runbook.steps:  # dependencies come first (checked at load)
-        depth[step.id] = 1 + max((depth[d] for d in loaded.deps[step.id]), default=0)
-    return depth
+    return loaded.depths
 
 
 def plan_stages(loaded: LoadedRunbook) -> list[Stage]:

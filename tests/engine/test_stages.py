@@ -62,7 +62,8 @@ def step_graphs(draw: st.DrawFn) -> Any:
         chosen = draw(st.lists(st.sampled_from(earlier), unique=True)) if earlier else []
         steps.append(SimpleNamespace(id=step_id, kind=kind))
         deps[step_id] = frozenset(chosen)
-    return SimpleNamespace(runbook=SimpleNamespace(steps=steps), deps=deps)
+    runbook: Any = SimpleNamespace(steps=steps)  # what planning reads of a Runbook
+    return LoadedRunbook(runbook=runbook, file="generated", deps=deps)
 
 
 def super_steps(loaded: Any, shape: Shape = Shape.STAGED) -> dict[str, int]:
