@@ -792,15 +792,17 @@ class RunEngine:
         listener that reads the database finds it there."""
         if not done and approval is None and finished is None:
             return
+        released: list[int] | None = None
         with recording(self.db, self.deps.clock) as recorder:
             for step in done:
                 recorder.step(step)
             if approval is not None:
                 recorder.approval_requested(*approval)
-                self.work.finish_with_run(recorder.session, approval[1])
+                released = self.work.finish_with_run(recorder.session, approval[1])
             if finished is not None:
                 recorder.run_finished(*finished)
-                self.work.finish_with_run(recorder.session, finished[1])
+                released = self.work.finish_with_run(recorder.session, finished[1])
+        self.work.finished_with_run(released)  # committed: a retry after a rollback redoes it
         if on_step is not None:
             for step in done:
                 on_step(step.step_id, step.output)

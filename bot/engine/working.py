@@ -295,16 +295,17 @@ class WorkQueue:
                 self._released(released)
         return outcome
 
-    def finish_with_run(self, session: Any, run_id: str) -> None:
+    def finish_with_run(self, session: Any, run_id: str) -> list[int] | None:
         """Mark the row this thread performs done in `session`, the transaction that records
         its run's finish or its approval request (bot/engine/running.py), when it is that run's
         row: one commit fewer per run, and no moment when the run is over and its row not
-        (a crash there left the row to a takeover that found nothing to do, issue 24). The row
-        is finished after the commit, as `perform_claimed` would, when this is called in no
-        row's work or for another run."""
+        (a crash there left the row to a takeover that found nothing to do, issue 24). Returns
+        the parked rows it made due, to hand to `finished_with_run` once `session` committed;
+        None when this thread performs no row of that run (then `perform_claimed` finishes the
+        row after the run, as before)."""
         item: WorkItem | None = getattr(self._doing, "item", None)
         if item is None or item.id is None or item.run_id != run_id:
-            return
+            return None
         finished = work_store.finish_work(
             session,
             work_id=item.id,
@@ -314,7 +315,13 @@ class WorkQueue:
             error=None,
         )
         triage = finished and item.kind == "triage"
-        self._doing.released = self._unpark(session, item.incident_id) if triage else []
+        return self._unpark(session, item.incident_id) if triage else []
+
+    def finished_with_run(self, released: list[int] | None) -> None:
+        """`finish_with_run`'s transaction committed: the row is done (`released`: what it
+        returned; None changes nothing)."""
+        if released is not None and getattr(self._doing, "item", None) is not None:
+            self._doing.released = released
 
     def _do(
         self, item: WorkItem, on_step: StepCallback | None, *, unrecorded: bool = False

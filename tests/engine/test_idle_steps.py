@@ -9,7 +9,8 @@ outcomes, its verdict and its finish, in one commit after the one that started i
 its last checkpoint reaches disk; a run that finds a fault records its verdict when it is
 reached and checkpoints its proposal with the approval; and a process SIGKILLed when every step
 has run but nothing of them is on disk, or while it records them (its last checkpoint on disk),
-is taken over by another worker, which records each step once and finishes the run.
+is taken over by another worker, which records each step once and finishes the run; a busy
+database that rolls that last transaction back leaves the work row to the retry, done once.
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ from storage import incidents as incident_store
 from storage import runs as run_store
 from storage import work as work_store
 from storage.db import session_scope
+from storage.errors import DatabaseBusyError
 from storage.tables import TimelineEvent
+from storage.transient import RetryPolicy
 from tests.engine.test_running_recording import counting_commits
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -267,3 +270,37 @@ def test_a_worker_killed_in_the_held_steps_is_taken_over_and_the_run_finishes(
             finished = run_store.get_run(session, run.id)
         assert finished is not None and finished.status == "completed"
         assert incident is not None and (incident.state, incident.kind) == ("resolved", "check")
+
+
+def test_a_finish_the_database_rolls_back_is_recorded_again_with_its_work_row(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's last transaction (its steps, verdict, finish and work row) fails once on a
+    busy database: it is rolled back whole, the run retries from its checkpoint, and the work
+    row ends done once, in the transaction that finally records the finish."""
+    finish_work, calls = work_store.finish_work, []
+
+    def busy_once(session: Any, **kwargs: Any) -> bool:
+        calls.append(kwargs["work_id"])
+        if len(calls) == 1:
+            raise DatabaseBusyError("database is busy (the test's)")
+        return finish_work(session, **kwargs)
+
+    monkeypatch.setattr(work_store, "finish_work", busy_once)
+    rt.engine.storage_retry = RetryPolicy((0.0,), sleep=lambda _seconds: None)
+    loaded = rt.catalog.get("ecc-storm")
+    incident_id, _ = rt.engine.open_incident(loaded, {"node": HEALTHY}, actor="alertmanager")
+    outcome = rt.engine.start(
+        loaded, inputs={"node": HEALTHY}, incident_id=incident_id, requester="alertmanager"
+    )
+    assert outcome.status == "completed"
+    assert len(calls) == 2 and len(set(calls)) == 1  # in the finish's transaction, twice
+    with session_scope(rt.db) as session:
+        (row,) = work_store.list_work(session, incident_id=incident_id)
+        run = run_store.get_run(session, outcome.run_id)
+        incident = incident_store.get_incident(session, incident_id)
+    assert row.state == "done" and run is not None and run.status == "completed"
+    assert incident is not None and incident.state == "resolved"
+    recorded = [e.step_id for e in step_events(rt, incident_id)]
+    assert len(recorded) == len(set(recorded))  # each step once
+    assert set(recorded) == set(outcome.steps) - {"approval"}
