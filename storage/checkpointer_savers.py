@@ -51,8 +51,10 @@ BUSY_TIMEOUT_S = 30.0
 """How long a checkpoint write waits for another process's commit to the same file."""
 
 QuietTask = Callable[[str | None, Sequence[tuple[str, Any]]], bool]
-"""Whether a task (its node, its writes) did nothing its run's checkpoint must keep at once:
-the engine's rule (`hold_after(..., quiet=)`); the saver knows nothing of what writes mean."""
+"""Whether a task (its node, its writes) may have its super-step's checkpoint wait for the
+thread's next one: the engine's rule (`hold_after(..., quiet=)`, bot/engine/idle_steps.py: a
+verdict of no fault, remediation steps that did nothing); the saver knows nothing of what
+writes mean."""
 
 
 @dataclass(frozen=True)
@@ -77,9 +79,9 @@ class BufferedWrites(BaseCheckpointSaver[Any]):
     run starts again from its inputs (its work row has them). So is the checkpoint of a
     super-step that ran only nodes the engine named for its thread (`hold_after`: reads whose
     timeline records wait for the checks and the verdict that follow them), or tasks the
-    engine's `quiet` rule says did nothing (a remediation with nothing to remediate), until the
-    thread's next one. A commit writes only the newest checkpoint among them and the writes
-    made from it (`_needed`): the next one supersedes what it holds.
+    engine's `quiet` rule lets wait (a verdict of no fault, remediation steps that did nothing),
+    until the thread's next one. A commit writes only the newest checkpoint among them and the
+    writes made from it (`_needed`): the next one supersedes what it holds.
 
     Put first in the bases (`class S(BufferedWrites, SqliteSaver)`): `super()` is the saver that
     writes; the subclass says how one transaction spans several of its calls (`_transaction`).
@@ -96,7 +98,7 @@ class BufferedWrites(BaseCheckpointSaver[Any]):
         self, thread_id: str, nodes: Collection[str], *, quiet: QuietTask | None = None
     ) -> None:
         """Hold the checkpoint of a super-step of `thread_id` whose every task ran one of
-        `nodes`, or did nothing by the `quiet` rule, with the thread's next checkpoint, as an
+        `nodes`, or may wait by the `quiet` rule, with the thread's next checkpoint, as an
         input checkpoint is held; neither: hold none again (the engine says so when the
         thread's stream ends)."""
         with self._buffer_lock:

@@ -31,7 +31,10 @@ NO_FAULT = Layer.NONE.value
 """A verdict's layer when it found no fault (bot/diagnosis/localizing.py)."""
 _EDGES = ("branch:", "join:")
 """LangGraph's channels for the graph's edges: a node writes them to start the next ones."""
-_READS_AND_CHECKS = frozenset({StepKind.SIGNAL, StepKind.CLUSTER, StepKind.CHECK})
+_BESIDE_A_VERDICT = frozenset(
+    {StepKind.SIGNAL, StepKind.CLUSTER, StepKind.CHECK, StepKind.LOCALIZE}
+)
+"""What a verdict of no fault's super-step may hold besides steps that did nothing."""
 
 
 def did_nothing(kind: StepKind | None, output: Mapping[str, Any]) -> bool:
@@ -82,7 +85,7 @@ def _may_wait(kinds: Mapping[str, StepKind], done: Sequence[tuple[str, Mapping[s
         if any(v.get("layer") != NO_FAULT for v in verdicts):
             return False
         return all(
-            kinds.get(step_id) in _READS_AND_CHECKS | {StepKind.LOCALIZE}
+            kinds.get(step_id) in _BESIDE_A_VERDICT
             or did_nothing(kinds.get(step_id), output)
             for step_id, output in done
         )

@@ -89,16 +89,11 @@ class Stage:
         return tuple(step for level in self.levels for step in level)
 
 
-def depths(loaded: LoadedRunbook) -> Mapping[str, int]:
-    """Each step's super-step: 1 for a step with no dependency, else 1 + its deepest one's."""
-    return loaded.depths
-
-
 def plan_stages(loaded: LoadedRunbook) -> list[Stage]:
     """The graph's nodes, by depth then step order: the STAGED steps of each depth as one
     stage (named `stage-<depth>`, which no step id can be; a lone step keeps its own id),
     every other step as a node of its own."""
-    depth = depths(loaded)
+    depth = loaded.depths
     staged: dict[int, list[Step]] = {}
     for step in loaded.runbook.steps:
         if step.kind in STAGED:
@@ -130,7 +125,7 @@ def fuse(loaded: LoadedRunbook, nodes: Sequence[Stage]) -> list[Stage]:
     (`followed_by_decisions`) fused with the stage of that super-step, in a chain: reads, then
     checks, then the verdict. A fusion is made only if the fused node runs in the super-step
     the first stage ran in (its other dependencies are done by then), so no read starts later."""
-    depth = depths(loaded)
+    depth = loaded.depths
     fused: list[Stage] = []
     super_step: dict[str, int] = {}  # node name -> the super-step it runs in
     for node in nodes:
@@ -194,7 +189,7 @@ def followed_by_decisions(loaded: LoadedRunbook, step_ids: Iterable[str]) -> boo
     ids = set(step_ids)
     if not ids:
         return False
-    depth = depths(loaded)
+    depth = loaded.depths
     level = max(depth[step_id] for step_id in ids)
     steps = loaded.runbook.steps
     if any(s.kind not in STAGED - {StepKind.LOCALIZE} for s in steps

@@ -39,7 +39,6 @@ from bot.engine.stages import (
     Shape,
     checkpoint_names,
     checkpoint_shape,
-    depths,
     followed_by_decisions,
     make_stage_node,
     plan_nodes,
@@ -55,7 +54,7 @@ def test_fused_nodes_are_whole_depths_and_start_no_later(loaded: Any) -> None:
     nodes = plan_nodes(loaded, Shape.FUSED)
     ids = [step.id for node in nodes for step in node.steps]
     assert sorted(ids) == sorted(s.id for s in loaded.runbook.steps)  # each step, once
-    depth = depths(loaded)
+    depth = loaded.depths
     staged, fused = super_steps(loaded, Shape.STAGED), super_steps(loaded, Shape.FUSED)
     staged_node = {s.id: n.name for n in plan_nodes(loaded, Shape.STAGED) for s in n.steps}
     for node in nodes:

@@ -30,7 +30,6 @@ from bot.engine.schema import StepKind
 from bot.engine.stages import (
     Shape,
     checkpoint_shape,
-    depths,
     followed_by_decisions,
     make_stage_node,
     plan_nodes,
@@ -84,7 +83,7 @@ def test_every_step_runs_in_the_super_step_of_its_depth(loaded: Any) -> None:
     nodes = plan_stages(loaded)
     ids = [step.id for stage in nodes for step in stage.steps]
     assert sorted(ids) == sorted(s.id for s in loaded.runbook.steps)  # each step, once
-    depth, ran = depths(loaded), super_steps(loaded)
+    depth, ran = loaded.depths, super_steps(loaded)
     for stage in nodes:
         assert {depth[s.id] for s in stage.steps} == {ran[stage.name]}
         if len(stage.steps) > 1:
@@ -99,7 +98,7 @@ def test_the_shipped_runbooks_run_their_reads_and_decisions_as_stages(rt: Runtim
         loaded = rt.catalog.get(name)
         nodes = plan_stages(loaded)
         assert len(nodes) < len(loaded.runbook.steps), name
-        depth, ran = depths(loaded), super_steps(loaded)
+        depth, ran = loaded.depths, super_steps(loaded)
         assert all(ran[stage.name] == depth[stage.steps[0].id] for stage in nodes), name
     ecc = {
         stage.name: [s.id for s in stage.steps]
@@ -113,7 +112,7 @@ def test_the_shipped_runbooks_run_their_reads_and_decisions_as_stages(rt: Runtim
 @settings(max_examples=300, deadline=None)
 @given(step_graphs())
 def test_records_wait_only_for_a_super_step_of_checks_and_verdicts(loaded: Any) -> None:
-    depth = depths(loaded)
+    depth = loaded.depths
     at: dict[int, list[Any]] = {}
     for step in loaded.runbook.steps:
         at.setdefault(depth[step.id], []).append(step)
@@ -136,7 +135,7 @@ def test_records_wait_only_for_a_super_step_of_checks_and_verdicts(loaded: Any) 
 def test_the_ecc_storm_reads_and_checks_are_recorded_with_its_verdict(rt: Runtime) -> None:
     loaded = rt.catalog.get("ecc-storm")
     by_depth: dict[int, list[str]] = {}
-    for step_id, level in depths(loaded).items():
+    for step_id, level in loaded.depths.items():
         by_depth.setdefault(level, []).append(step_id)
     assert followed_by_decisions(loaded, by_depth[1])  # the gathers: checks alone follow
     assert followed_by_decisions(loaded, by_depth[2])  # the checks: the verdict alone follows
