@@ -7,10 +7,11 @@ Covers: which outputs did nothing, by step kind, and the saver's rule over a tas
 run on a healthy node records every step once, in the order they completed, with the same
 outcomes, its verdict and its finish, in one commit after the one that started it, and only
 its last checkpoint reaches disk; a run that finds a fault records its verdict when it is
-reached and checkpoints its proposal with the approval; and a process SIGKILLed when every step
-has run but nothing of them is on disk, or while it records them (its last checkpoint on disk),
-is taken over by another worker, which records each step once and finishes the run; a busy
-database that rolls that last transaction back leaves the work row to the retry, done once.
+reached and checkpoints its proposal with the approval; a busy database that rolls that last
+transaction back leaves the work row to the retry, done once (these on SQLite and on a real
+PostgreSQL); and a process SIGKILLed when every step has run but nothing of them is on disk,
+or while it records them (its last checkpoint on disk), is taken over by another worker, which
+records each step once and finishes the run.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 import pytest
 
 from bot.clock import FakeClock, SystemClock
-from bot.config import Settings
+from bot.config import Settings, StorageSettings
 from bot.engine.idle_steps import did_nothing, may_wait, quiet_task
 from bot.engine.leases import LeaseKeeper, LeaseTerms
 from bot.engine.running import RunEngine
@@ -102,8 +103,13 @@ def test_what_may_wait_for_the_run_end(rt: Runtime) -> None:
     assert not may_wait(loaded, [])
 
 
-@pytest.fixture
-def rt(settings: Settings, scenario_dir: Path) -> Iterator[Runtime]:
+@pytest.fixture(params=["sqlite", "postgresql"])
+def rt(request: pytest.FixtureRequest, settings: Settings, scenario_dir: Path) -> Iterator[Runtime]:
+    """The runtime on the SQLite file and on a real PostgreSQL (its saver holds blobs per
+    channel version, its recorder's transactions are the server's)."""
+    if request.param == "postgresql":
+        url = str(request.getfixturevalue("postgres_url"))
+        settings = Settings(storage=StorageSettings(url=url))
     with open_runtime(
         settings, scenario_path=scenario_dir / "ecc-dbe-storm.yaml", fresh=True
     ) as runtime:
