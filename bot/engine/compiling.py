@@ -12,8 +12,9 @@ from collections.abc import Callable
 from langgraph.graph import END, START, StateGraph
 
 from bot.engine.loading import LoadedRunbook
+from bot.engine.quiet_tail import QuietTail, plan_quiet_tail
 from bot.engine.schema import Step, StepKind
-from bot.engine.stages import Shape, StageNode, make_stage_node, plan_nodes
+from bot.engine.stages import Shape, Stage, StageNode, make_stage_node, plan_nodes
 from bot.engine.state import Deps, RunState
 from bot.engine.steps.check import make_check_node
 from bot.engine.steps.gather import NodeFn, make_cluster_node, make_signal_node
@@ -49,27 +50,55 @@ def build_graph(
     )
     nodes = plan_nodes(loaded, shape)
     node_of = {step.id: stage.name for stage in nodes for step in stage.steps}
+    fns = {step.id: _FACTORIES[step.kind](step, loaded) for step in loaded.runbook.steps}
+    tail = _quiet_tail(loaded, nodes, node_of, fns)
     has_dependents: set[str] = set()
     for stage in nodes:
-        levels = [[(step, _FACTORIES[step.kind](step, loaded)) for step in level]
-                  for level in stage.levels]  # fmt: skip
-        fn = make_stage_node(stage.name, levels)
+        levels = [[(step, fns[step.id]) for step in level] for level in stage.levels]
+        fn = make_stage_node(stage.name, levels, tail if tail and tail.node == stage.name else None)
         graph.add_node(stage.name, fn)  # type: ignore[call-overload]
-        own = {node_of[s.id] for s in stage.steps}
-        deps = sorted({node_of[d] for s in stage.steps for d in loaded.deps[s.id]} - own)
+        deps = sorted(_leads_from(loaded, stage, node_of))
         has_dependents.update(deps)
         if isinstance(fn, StageNode) and not deps and openers is not None:
             openers.append(fn)
         if not deps:
             graph.add_edge(START, stage.name)
+        elif len(deps) == 1 and tail is not None and deps[0] == tail.node:
+            pass  # the tail's node routes to it (below)
         elif len(deps) == 1:
             graph.add_edge(deps[0], stage.name)
         else:
             graph.add_edge(deps, stage.name)
+    if tail is not None:
+        graph.add_conditional_edges(tail.node, tail.route, [*tail.then, END])
     for stage in nodes:
         if stage.name not in has_dependents:
             graph.add_edge(stage.name, END)
     return graph
+
+
+def _quiet_tail(
+    loaded: LoadedRunbook, nodes: list[Stage], node_of: dict[str, str], fns: dict[str, NodeFn]
+) -> QuietTail | None:
+    """The steps the node reaching every verdict runs when they found no fault, if the
+    runbook allows (bot/engine/quiet_tail.py), with the nodes that node leads to otherwise."""
+    planned = plan_quiet_tail(loaded, {stage.name: stage.steps for stage in nodes})
+    if planned is None:
+        return None
+    node, after = planned
+    steps = {step.id: step for step in loaded.runbook.steps}
+    then = [stage.name for stage in nodes if _leads_from(loaded, stage, node_of) == {node}]
+    return QuietTail(
+        node=node,
+        verdicts=tuple(s.id for s in loaded.runbook.steps if s.kind is StepKind.LOCALIZE),
+        members=tuple((steps[sid], fns[sid]) for sid in after),
+        then=tuple(then),
+    )
+
+
+def _leads_from(loaded: LoadedRunbook, stage: Stage, node_of: dict[str, str]) -> set[str]:
+    """The nodes `stage` waits for: those of its steps' dependencies outside itself."""
+    return {node_of[d] for s in stage.steps for d in loaded.deps[s.id]} - {stage.name}
 
 
 def render_mermaid(loaded: LoadedRunbook) -> str:

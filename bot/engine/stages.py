@@ -50,6 +50,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from bot.engine.loading import LoadedRunbook
+from bot.engine.quiet_tail import QuietTail
 from bot.engine.schema import Step, StepKind
 from bot.engine.state import Deps, RunState
 from bot.engine.steps.gather import NodeFn
@@ -254,13 +255,16 @@ def steps_done_before(exc: BaseException) -> Mapping[str, Any]:
     return done
 
 
-def make_stage_node(name: str, levels: Sequence[Sequence[tuple[Step, NodeFn]]]) -> NodeFn:
+def make_stage_node(
+    name: str, levels: Sequence[Sequence[tuple[Step, NodeFn]]], tail: QuietTail | None = None
+) -> NodeFn:
     """The graph's node `name`, running `levels` of members one after another (each the steps
     of one depth, on the state with the outputs of the levels before) and returning their
-    outputs merged: a `StageNode`, or a lone step's own function."""
-    if len(levels) == 1 and len(levels[0]) == 1:
+    outputs merged: a `StageNode`, or a lone step's own function. `tail`: the steps it runs
+    after its verdicts when they found no fault (bot/engine/quiet_tail.py)."""
+    if len(levels) == 1 and len(levels[0]) == 1 and tail is None:
         return levels[0][0][1]
-    return StageNode(name, [_Level(members) for members in levels])
+    return StageNode(name, [_Level(members) for members in levels], tail)
 
 
 class StageNode:
@@ -268,9 +272,10 @@ class StageNode:
     before the graph ran (`start_reads`, bot/engine/reads_ahead.py); the node then waits for
     those instead of reading again."""
 
-    def __init__(self, name: str, levels: Sequence[_Level]) -> None:
+    def __init__(self, name: str, levels: Sequence[_Level], tail: QuietTail | None = None) -> None:
         self.name = name  # the graph's name for it: where its reads ahead are kept
         self.levels = list(levels)
+        self.tail = tail
 
     def __call__(self, state: RunState, runtime: Runtime[Deps]) -> dict[str, Any]:
         ahead = runtime.context.reads_ahead.take(state.get("run_id", ""), self.name, state)
@@ -284,6 +289,8 @@ class StageNode:
                     with contextlib.suppress(AttributeError):  # an exception without a dict
                         exc.__dict__[_DONE] = dict(steps)
                 raise
+        if self.tail is not None:
+            steps.update(self.tail.run(state, steps, runtime))
         return {"steps": steps}
 
     def start_reads(self, state: RunState, runtime: Runtime[Deps]) -> dict[int, Future[Any]]:

@@ -13,7 +13,6 @@ fused one. (A check that fails after the reads: test_stages, through the fused s
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -134,14 +133,6 @@ def test_a_levels_failure_carries_the_outputs_of_the_levels_that_ran(failing: in
     with pytest.raises(RuntimeError, match="broke") as caught:
         node({}, runtime())
     assert dict(steps_done_before(caught.value)) == {n: {"ran": True} for n in names[:failing]}
-
-
-@pytest.fixture
-def rt(settings: Settings, scenario_dir: Path) -> Iterator[Runtime]:
-    with open_runtime(
-        settings, scenario_path=scenario_dir / "ecc-dbe-storm.yaml", fresh=True
-    ) as runtime:
-        yield runtime
 
 
 def test_a_run_waiting_on_the_staged_graph_resumes_on_it_and_verifies(

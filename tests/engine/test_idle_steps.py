@@ -20,7 +20,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from typing import Any
 import pytest
 
 from bot.clock import FakeClock, SystemClock
-from bot.config import Settings, StorageSettings
+from bot.config import Settings
 from bot.engine.idle_steps import did_nothing, may_wait, quiet_task
 from bot.engine.leases import LeaseKeeper, LeaseTerms
 from bot.engine.running import RunEngine
@@ -41,6 +40,7 @@ from storage.db import session_scope
 from storage.errors import DatabaseBusyError
 from storage.tables import TimelineEvent
 from storage.transient import RetryPolicy
+from tests.engine.conftest import ON_BOTH
 from tests.engine.test_running_recording import counting_commits
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,19 +103,6 @@ def test_what_may_wait_for_the_run_end(rt: Runtime) -> None:
     assert not may_wait(loaded, [])
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def rt(request: pytest.FixtureRequest, settings: Settings, scenario_dir: Path) -> Iterator[Runtime]:
-    """The runtime on the SQLite file and on a real PostgreSQL (its saver holds blobs per
-    channel version, its recorder's transactions are the server's)."""
-    if request.param == "postgresql":
-        url = str(request.getfixturevalue("postgres_url"))
-        settings = Settings(storage=StorageSettings(url=url))
-    with open_runtime(
-        settings, scenario_path=scenario_dir / "ecc-dbe-storm.yaml", fresh=True
-    ) as runtime:
-        yield runtime
-
-
 def step_events(rt: Runtime, incident_id: int) -> list[TimelineEvent]:
     with session_scope(rt.db) as session:
         events = incident_store.list_events(session, incident_id)
@@ -131,6 +118,7 @@ def saved_steps(rt: Runtime, run_id: str) -> list[set[str]]:
     ]
 
 
+@ON_BOTH
 def test_a_run_that_finds_nothing_records_its_steps_and_finish_in_one_commit(
     rt: Runtime,
 ) -> None:
@@ -166,6 +154,7 @@ def test_a_run_that_finds_nothing_records_its_steps_and_finish_in_one_commit(
     assert on_disk == set(outcome.steps)
 
 
+@ON_BOTH
 def test_a_run_that_finds_a_fault_records_its_verdict_when_it_is_reached(rt: Runtime) -> None:
     loaded = rt.catalog.get("ecc-storm")
     node = "gpu-node-03"
@@ -187,6 +176,7 @@ def test_a_run_that_finds_a_fault_records_its_verdict_when_it_is_reached(rt: Run
     assert "where" in seen[0] and "fix" not in seen[0]
 
 
+@ON_BOTH
 def test_a_run_that_proposes_checkpoints_its_proposal_with_the_approval(rt: Runtime) -> None:
     loaded = rt.catalog.get("ecc-storm")
     node = "gpu-node-03"
@@ -278,6 +268,7 @@ def test_a_worker_killed_in_the_held_steps_is_taken_over_and_the_run_finishes(
         assert incident is not None and (incident.state, incident.kind) == ("resolved", "check")
 
 
+@ON_BOTH
 def test_a_finish_the_database_rolls_back_is_recorded_again_with_its_work_row(
     rt: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -10,16 +10,13 @@ refused when the runbook loads.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bot.config import Settings
 from bot.errors import RunbookError, StepError
 from bot.incidents.timeline import EventKind
-from bot.wiring.runtime import Runtime, open_runtime
+from bot.wiring.runtime import Runtime
 from storage.tables import TimelineEvent
 from tests.engine.runbook_helpers import (
     ecc_runbook,
@@ -30,12 +27,6 @@ from tests.engine.runbook_helpers import (
 )
 
 FILE = "runbooks/loud.yaml"
-
-
-@pytest.fixture
-def rt(settings: Settings, scenario_dir: Path) -> Iterator[Runtime]:
-    with open_runtime(settings, scenario_path=scenario_dir / "ecc-dbe-storm.yaml", fresh=True) as r:
-        yield r
 
 
 def raw(proposal: dict[str, Any], verify: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -110,13 +110,6 @@ def counting_commits(db: Engine) -> Iterator[list[int]]:
         event.remove(db, "commit", on_commit)
 
 
-@pytest.fixture
-def rt(settings: Settings, scenario_dir: Path) -> Iterator[Runtime]:
-    scenario = scenario_dir / "ecc-dbe-storm.yaml"
-    with open_runtime(settings, scenario_path=scenario, fresh=True) as rt:
-        yield rt
-
-
 @pytest.mark.parametrize("gathers", [1, 6])
 def test_a_run_commits_once_per_super_step_whatever_its_step_count(
     rt: Runtime, gathers: int

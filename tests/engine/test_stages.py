@@ -280,14 +280,6 @@ def test_a_members_error_fails_the_stage_after_the_others_finished() -> None:
     assert sorted(finished) == ["b", "c"]
 
 
-@pytest.fixture
-def rt(settings: Settings, scenario_dir: Path) -> Any:
-    with open_runtime(
-        settings, scenario_path=scenario_dir / "ecc-dbe-storm.yaml", fresh=True
-    ) as rt:
-        yield rt
-
-
 def saved_checkpoint(rt: Runtime, run_id: str) -> dict[str, Any]:
     saved = rt.engine.checkpointer.get_tuple({"configurable": {"thread_id": run_id}})
     assert saved is not None

@@ -12,15 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any, cast
 
-import pytest
-
-from bot.config import Settings
-from bot.wiring.runtime import Runtime, open_runtime
+from bot.wiring.runtime import Runtime
 from integrations.cluster import Cluster
 from integrations.telemetry import SignalQuery, Telemetry
 from tests.engine.runbook_helpers import open_incident
@@ -52,14 +47,6 @@ class Blocking:
             return real(*args, **kwargs)
 
         return blocked
-
-
-@pytest.fixture
-def rt(settings: Settings, scenario_dir: Path) -> Iterator[Runtime]:
-    with open_runtime(
-        settings, scenario_path=scenario_dir / "ecc-dbe-storm.yaml", fresh=True
-    ) as rt:
-        yield rt
 
 
 def test_blocked_gathers_end_unavailable_at_the_deadline_and_the_run_goes_on(rt: Runtime) -> None:

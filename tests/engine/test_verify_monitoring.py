@@ -8,15 +8,10 @@ timeline; a skipped verification is itself on the timeline, saying why it did no
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
-
-from bot.config import Settings
 from bot.incidents.timeline import EventKind
-from bot.wiring.runtime import Runtime, open_runtime
+from bot.wiring.runtime import Runtime
 from storage.tables import TimelineEvent
 from tests.engine.runbook_helpers import (
     ecc_runbook,
@@ -25,12 +20,6 @@ from tests.engine.runbook_helpers import (
     open_incident,
     start,
 )
-
-
-@pytest.fixture
-def rt(settings: Settings, scenario_dir: Path) -> Iterator[Runtime]:
-    with open_runtime(settings, scenario_path=scenario_dir / "ecc-dbe-storm.yaml", fresh=True) as r:
-        yield r
 
 
 def run(rt: Runtime, verify: dict[str, Any] | None) -> tuple[str, Any, list[TimelineEvent]]:

@@ -8,28 +8,16 @@ hands a lease this worker holds back to the database, where the next worker clai
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 from engine.test_work_takeover import NODE, state_of
 from servers.oncall import alert, webhook
 
-from bot.config import Settings
 from bot.intake.alerts import parse_webhook
 from bot.intake.counters import IntakeCounters
 from bot.intake.receiving import Received, receive_webhook
-from bot.wiring.runtime import Runtime, open_runtime
+from bot.wiring.runtime import Runtime
 from bot.work.dispatching import TriageWorkers
 from storage import work as work_store
 from storage.db import session_scope
-
-
-@pytest.fixture
-def rt(settings: Settings, scenario_dir: Path) -> Iterator[Runtime]:
-    scenario = scenario_dir / "ecc-dbe-storm.yaml"
-    with open_runtime(settings, scenario_path=scenario, fresh=True) as runtime:
-        yield runtime
 
 
 def triage_workers(rt: Runtime, *, workers: int) -> TriageWorkers:
