@@ -16,8 +16,9 @@ checkpoint for the file's one write lock (SQLite's busy handler sleeps between t
   writes, and nothing here reads a thread's history. A 4,096-member storm's run wrote its
   2.8 MB of summaries five times (four checkpoints and the gathers' writes), now twice.
 - `ConcurrentSqliteSaver` gives each thread its own connection to the checkpoint file (WAL:
-  readers never wait) and queues this process's commits on one lock, so they follow each other
-  at once instead of polling SQLite's lock (other processes still wait up to `BUSY_TIMEOUT_S`);
+  readers never wait) and queues this process's commits on the file's turns
+  (storage/write_turns.py), so they follow each other at once instead of polling SQLite's lock
+  (other processes still wait up to `BUSY_TIMEOUT_S`);
 - `PooledPostgresSaver` takes a pooled connection per call and no lock (a pooled connection is
   used by one thread at a time by construction).
 Only storage/checkpointer.py builds them.
@@ -44,6 +45,8 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
 )
 from langgraph.checkpoint.sqlite import SqliteSaver
+
+from storage import write_turns
 
 logger = logging.getLogger(__name__)
 
@@ -290,20 +293,19 @@ def flush_writes(saver: BaseCheckpointSaver[Any], thread_id: str) -> None:
 
 class ConcurrentSqliteSaver(BufferedWrites, SqliteSaver):
     """A SqliteSaver with one connection per thread instead of one shared under a lock, its
-    commits queued on an in-process lock (reads never take it)."""
+    commits queued on the file's turns in this process (reads never take them)."""
 
     def __init__(self, path: Path) -> None:
         self._path = path
         self._local = threading.local()
         self._opened: builtins.list[sqlite3.Connection] = []
         self._opened_lock = threading.Lock()  # guards the list of connections, not the I/O
-        self._commits = threading.Lock()  # one commit at a time from this process
         super().__init__(self._connection())
 
-    def _connection(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+    def _connection(self) -> write_turns.TurnTakingConnection:
+        conn: write_turns.TurnTakingConnection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(str(self._path), timeout=BUSY_TIMEOUT_S, check_same_thread=False)
+            conn = write_turns.connect(self._path, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
             self._local.conn = conn
             with self._opened_lock:
                 self._opened.append(conn)
@@ -317,16 +319,16 @@ class ConcurrentSqliteSaver(BufferedWrites, SqliteSaver):
             return
         self.setup()
         conn = self._connection()
-        with self._commits:
-            self._local.open = True
-            try:
-                yield
-                conn.commit()
-            except BaseException:
-                conn.rollback()
-                raise
-            finally:
-                self._local.open = False
+        conn.take_turn()  # after this process's other writers of the file; commit gives it back
+        self._local.open = True
+        try:
+            yield
+            conn.commit()
+        except BaseException:
+            conn.rollback()
+            raise
+        finally:
+            self._local.open = False
 
     @contextmanager
     def cursor(self, transaction: bool = True) -> Iterator[sqlite3.Cursor]:

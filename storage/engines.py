@@ -5,7 +5,9 @@ without declaring every table (storage/glance.py). `storage.db` re-exports these
 SQLite files get WAL, a 5 s busy timeout and enforced foreign keys. Every SQLite transaction
 starts with `BEGIN IMMEDIATE`, so a read-then-write transaction cannot fail half-way with
 "database is locked" when another process committed in between; keep sessions short. Reads
-through `read_only(engine)` begin `DEFERRED` instead and never take the write lock.
+through `read_only(engine)` begin `DEFERRED` instead and never take the write lock. A file's
+write transactions in one process take turns on an in-process lock first (storage/write_turns.py),
+so a writer is woken when the lock is free instead of polling it in SQLite's busy handler.
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ from storage.errors import (
     DatabaseUnavailableError,
     InvalidDatabaseUrlError,
 )
+from storage.write_turns import TurnTakingConnection, turns_for
 
 BUSY_TIMEOUT_MS = 5000
+
 
 def parse_url(url: str) -> URL:
     try:
@@ -96,7 +100,14 @@ def _make_sqlite_engine(parsed: URL) -> Engine:
             raise DatabaseUnavailableError(
                 f"cannot create the database directory {path.parent}: {err.strerror}"
             ) from err
+        turns = turns_for(path)
+        connect_args["factory"] = TurnTakingConnection  # writes take turns (write_turns.py)
         engine = create_engine(parsed, connect_args=connect_args)
+
+        @event.listens_for(engine, "connect")
+        def _with_turns(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
+            dbapi_connection.turns = turns
+
     event.listen(engine, "connect", _on_sqlite_connect)
     event.listen(engine, "begin", _on_sqlite_begin)
     return engine
@@ -130,4 +141,16 @@ def read_only(engine: Engine) -> Engine:
 
 def _on_sqlite_begin(connection: Connection) -> None:
     read_only = connection.get_execution_options().get(READ_ONLY, False)
-    connection.exec_driver_sql("BEGIN DEFERRED" if read_only else "BEGIN IMMEDIATE")
+    if read_only:
+        connection.exec_driver_sql("BEGIN DEFERRED")
+        return
+    dbapi_connection = connection.connection.dbapi_connection
+    turns = dbapi_connection if isinstance(dbapi_connection, TurnTakingConnection) else None
+    if turns is not None:
+        turns.take_turn()  # after this process's other writers of the file (write_turns.py)
+    try:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+    except BaseException:
+        if turns is not None:
+            turns.give_back()
+        raise
