@@ -24,6 +24,8 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -33,26 +35,57 @@ engine's busy timeout)."""
 
 
 class WriteTurns:
-    """The turn to write one SQLite file, for the threads of this process."""
+    """The turn to write one SQLite file, for the threads of this process. Writers inside
+    `first_in_line` (the webhooks storing alerts, which Alertmanager waits on) go before the
+    others waiting (triage records, checkpoints, ticks)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._changed = threading.Condition(threading.Lock())
         self._owner: int | None = None
+        self._first_waiting = 0
 
     def take(self, wait: float = WAIT_SECONDS) -> bool:
         """Wait up to `wait` seconds for the turn; True if this call took it (give it back
         with `give_back`), False if not had in time or this thread holds it already."""
         me = threading.get_ident()
-        if self._owner == me:
-            return False
-        if not self._lock.acquire(timeout=wait):
-            return False
-        self._owner = me
-        return True
+        first = getattr(_first, "in_line", False)
+        with self._changed:
+            if self._owner == me:
+                return False
+            if first:
+                self._first_waiting += 1
+            try:
+                free = self._changed.wait_for(
+                    lambda: self._owner is None and (first or not self._first_waiting), wait
+                )
+            finally:
+                if first:
+                    self._first_waiting -= 1
+            if free:
+                self._owner = me
+            elif first:
+                self._changed.notify_all()  # the others no longer wait for this one
+            return free
 
     def give_back(self) -> None:
-        self._owner = None
-        self._lock.release()
+        with self._changed:
+            self._owner = None
+            self._changed.notify_all()
+
+
+_first = threading.local()
+
+
+@contextmanager
+def first_in_line() -> Iterator[None]:
+    """This thread's write transactions inside it take their turn before the other waiting
+    writers of the file (not before the one writing)."""
+    before = getattr(_first, "in_line", False)
+    _first.in_line = True
+    try:
+        yield
+    finally:
+        _first.in_line = before
 
 
 _turns: dict[str, WriteTurns] = {}

@@ -47,6 +47,7 @@ from storage import incidents as incident_store
 from storage.db import read_scope
 from storage.engines import BUSY_TIMEOUT_MS
 from storage.errors import StorageError
+from storage.write_turns import first_in_line
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -220,10 +221,12 @@ class WriterTurns:
     backends: no turns). Threads waiting here are woken as soon as the turn is free; in
     SQLite's busy handler they poll with sleeps of up to 100 ms, and under a steady stream a
     waiter could lose every race for the whole busy timeout (the webhook p99 of issue 20 under
-    hostile load). A turn not had within `wait_seconds` (SQLite's busy timeout) is False and the
-    webhook goes on without it, to SQLite's own busy handling (which answers 503 "retry" when
-    its timeout passes too): turns order the writers, they never refuse one. A long queue (200
-    redeliveries at once on a loaded machine) once made turns alone answer 503."""
+    hostile load); their transactions then go before the other writers waiting for the file's
+    turn (storage/write_turns.py: triage records, checkpoints). A turn not had within
+    `wait_seconds` (SQLite's busy timeout) is False and the webhook goes on without it, to
+    SQLite's own busy handling (which answers 503 "retry" when its timeout passes too): turns
+    order the writers, they never refuse one. A long queue (200 redeliveries at once on a
+    loaded machine) once made turns alone answer 503."""
 
     def __init__(self, *, one_at_a_time: bool, wait_seconds: float) -> None:
         self.one_at_a_time, self.wait_seconds = one_at_a_time, wait_seconds
@@ -236,7 +239,8 @@ class WriterTurns:
             return
         held = self._lock.acquire(timeout=self.wait_seconds)
         try:
-            yield held
+            with first_in_line():  # before the triage's writes waiting for the file
+                yield held
         finally:
             if held:
                 self._lock.release()

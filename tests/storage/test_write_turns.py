@@ -5,12 +5,14 @@ BEGIN reaches SQLite only after the first commits), through two engines on two s
 the path; reads take no turn; the turn is given back on commit, on rollback, and when a BEGIN
 fails (another process holds the lock past the busy timeout); a thread that holds the turn
 does not wait for itself on a second connection; a turn not had in time lets the writer go on
-to SQLite's own busy handling; the checkpointer's commits take the turn of their file; and
+to SQLite's own busy handling; a webhook's write (`first_in_line`) goes before the writers
+already waiting; the checkpointer's commits take the turn of their file; and
 PostgreSQL's engine takes none.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import sys
 import threading
@@ -26,7 +28,13 @@ from storage import engines
 from storage.checkpointer import make_checkpointer
 from storage.db import make_engine, read_scope, session_scope
 from storage.errors import StorageError
-from storage.write_turns import TurnTakingConnection, WriteTurns, connect, turns_for
+from storage.write_turns import (
+    TurnTakingConnection,
+    WriteTurns,
+    connect,
+    first_in_line,
+    turns_for,
+)
 
 WAIT = 30.0  # an upper bound for a thread's join, never a measured time
 
@@ -208,3 +216,26 @@ def test_postgresql_takes_no_turns(postgres_url: str) -> None:
             assert not isinstance(conn.connection.dbapi_connection, TurnTakingConnection)
     finally:
         engine.dispose()
+
+
+def test_a_webhooks_write_goes_before_the_writers_waiting(db_path: Path) -> None:
+    turns = turns_for(db_path)
+    order: list[str] = []
+
+    def writer(name: str, first: bool) -> None:
+        with first_in_line() if first else contextlib.nullcontext():
+            assert turns.take()
+        order.append(name)
+        turns.give_back()
+
+    assert turns.take(wait=0)  # the transaction writing now
+    triage = threading.Thread(target=writer, args=("triage", False))
+    triage.start()
+    assert _until(lambda: _waits_for_turn(turns))
+    webhook = threading.Thread(target=writer, args=("webhook", True))
+    webhook.start()
+    assert _until(lambda: turns._first_waiting == 1)
+    turns.give_back()
+    for thread in (triage, webhook):
+        thread.join(WAIT)
+    assert order == ["webhook", "triage"]
