@@ -21,8 +21,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import event, text
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy import text
+from sqlalchemy.engine import Engine
 
 from storage import engines
 from storage.checkpointer import make_checkpointer
@@ -35,6 +35,7 @@ from storage.write_turns import (
     first_in_line,
     turns_for,
 )
+from tests.storage.test_reads_take_no_write_lock import begins
 
 WAIT = 30.0  # an upper bound for a thread's join, never a measured time
 
@@ -51,17 +52,6 @@ def engine(db_path: Path) -> Iterator[Engine]:
         conn.exec_driver_sql("CREATE TABLE t (v INTEGER)")
     yield engine
     engine.dispose()
-
-
-def begins(engine: Engine) -> list[str]:
-    sent: list[str] = []
-
-    @event.listens_for(engine, "before_cursor_execute")
-    def record(_conn: Connection, _cursor: object, statement: str, *_args: object) -> None:
-        if statement.startswith("BEGIN"):
-            sent.append(statement)
-
-    return sent
 
 
 def test_a_second_writer_waits_for_the_turn_then_begins(
