@@ -511,7 +511,11 @@ class RunEngine:
         """
         seen = set(recorded or ())  # steps on the timeline already: never recorded twice
         while True:
-            interrupts = self._stream(loaded, run_id, incident_id, graph_input, on_step, seen)
+            interrupts, ended = self._stream(
+                loaded, run_id, incident_id, graph_input, on_step, seen
+            )
+            if not interrupts:  # the stream recorded its finish with its last steps
+                return self._ended(loaded, run_id, incident_id, ended or {})
             config = {"configurable": {"thread_id": run_id}}
             steps = dict(self._app(loaded, run_id).get_state(config).values.get("steps", {}))
             asks = [i for i in interrupts if not _is_timer(i.value)]
@@ -520,8 +524,6 @@ class RunEngine:
                 return self._outcome(
                     loaded, run_id, incident_id, "awaiting_approval", steps, approval
                 )
-            if not interrupts:  # the stream recorded its finish with its last steps
-                return self._ended(loaded, run_id, incident_id, steps)
             values = [i.value for i in interrupts]
             deferred.announce(self.db, self.deps, incident_id, run_id, values)
             due = min(datetime.fromisoformat(str(i.value["due_at"])) for i in interrupts)
@@ -559,9 +561,10 @@ class RunEngine:
         graph_input: Any,
         on_step: StepCallback | None,
         seen: set[str],
-    ) -> list[Interrupt]:
+    ) -> tuple[list[Interrupt], dict[str, Any] | None]:
         """Stream the graph, recording each super-step's steps in one transaction when it ends;
-        returns the interrupts it stopped at (none: the graph ended).
+        returns the interrupts it stopped at, and when there are none (the graph ended) the
+        steps of its final state (its last "values" chunk: no checkpoint read).
 
         "updates" chunks bring the steps as they complete; a "values" chunk follows each
         super-step. The approval is recorded only after the stream has stopped, when its
@@ -598,7 +601,7 @@ class RunEngine:
                 f"of {self.storage_retry.retries} from its last checkpoint",
             )
 
-        def once() -> list[Interrupt]:
+        def once() -> tuple[list[Interrupt], dict[str, Any] | None]:
             return self._stream_once(
                 loaded, run_id, incident_id, graph_input, on_step, seen, pending
             )
@@ -655,7 +658,7 @@ class RunEngine:
         on_step: StepCallback | None,
         seen: set[str],
         pending: list[StepDone],
-    ) -> list[Interrupt]:
+    ) -> tuple[list[Interrupt], dict[str, Any] | None]:
         """One stream of the graph (see `_stream`); `pending` holds the steps of the current
         super-step not yet recorded, for the caller to record if this raises.
 
@@ -714,7 +717,7 @@ class RunEngine:
             finished = (incident_id, run_id, loaded, steps, status)
         self._record(done, on_step, approval=requested, finished=finished)
         snapshot_verdicts(deps=self.deps, db=self.db, done=done, steps=steps or {})
-        return interrupts
+        return interrupts, (dict(steps or {}) if not interrupts else None)
 
     @contextmanager
     def _flushing(self, run_id: str, held: frozenset[str], quiet: QuietTask) -> Iterator[None]:

@@ -6,7 +6,8 @@ checkpoints wait in the saver for the run's last one.
 Covers: which outputs did nothing, by step kind, and the saver's rule over a task's writes; a
 run on a healthy node records every step once, in the order they completed, with the same
 outcomes, its verdict and its finish, in one commit after the one that started it, and only
-its last checkpoint reaches disk; a run that finds a fault records its verdict when it is
+its last checkpoint reaches disk, and its outcome comes from the stream (no checkpoint read
+after it); a run that finds a fault records its verdict when it is
 reached and checkpoints its proposal with the approval; a busy database that rolls that last
 transaction back leaves the work row to the retry, done once (these on SQLite and on a real
 PostgreSQL); and a process SIGKILLed when every step has run but nothing of them is on disk,
@@ -152,6 +153,31 @@ def test_a_run_that_finds_nothing_records_its_steps_and_finish_in_one_commit(
     assert incident.layer == "none" and incident.diagnosed_at is not None
     (on_disk,) = saved_steps(rt, outcome.run_id)  # the held checkpoints never reached disk
     assert on_disk == set(outcome.steps)
+
+
+@ON_BOTH
+def test_a_run_that_ends_reports_from_its_stream_without_reading_its_checkpoint(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The outcome's steps are the stream's last state: the graph reads the checkpoint once,
+    when it starts, and the engine never reads it again (it did, once more, after the end)."""
+    loaded = rt.catalog.get("ecc-storm")
+    incident_id, _ = rt.engine.open_incident(loaded, {"node": HEALTHY}, actor="alertmanager")
+    saver = rt.engine.checkpointer
+    reads: list[str] = []
+    get_tuple = saver.get_tuple
+
+    def counted(config: Any) -> Any:
+        reads.append(str(config["configurable"].get("thread_id")))
+        return get_tuple(config)
+
+    monkeypatch.setattr(saver, "get_tuple", counted)
+    outcome = rt.engine.start(
+        loaded, inputs={"node": HEALTHY}, incident_id=incident_id, requester="alertmanager"
+    )
+    assert outcome.status == "completed" and outcome.verdict["layer"] == "none"
+    assert reads == [outcome.run_id]
+    assert set(outcome.steps) == {s.id for s in loaded.runbook.steps}
 
 
 @ON_BOTH
