@@ -145,12 +145,12 @@ def _on_sqlite_begin(connection: Connection) -> None:
         connection.exec_driver_sql("BEGIN DEFERRED")
         return
     dbapi_connection = connection.connection.dbapi_connection
-    turns = dbapi_connection if isinstance(dbapi_connection, TurnTakingConnection) else None
-    if turns is not None:
-        turns.take_turn()  # after this process's other writers of the file (write_turns.py)
+    taker = dbapi_connection if isinstance(dbapi_connection, TurnTakingConnection) else None
+    if taker is not None:  # a file, not an in-memory database
+        taker.take_turn()  # after this process's other writers of the file (write_turns.py)
     try:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
     except BaseException:
-        if turns is not None:
-            turns.give_back()
+        if taker is not None:
+            taker.give_back()
         raise

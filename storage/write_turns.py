@@ -44,9 +44,11 @@ class WriteTurns:
         self._owner: int | None = None
         self._first_waiting = 0
 
-    def take(self, wait: float = WAIT_SECONDS) -> bool:
-        """Wait up to `wait` seconds for the turn; True if this call took it (give it back
-        with `give_back`), False if not had in time or this thread holds it already."""
+    def take(self, wait: float | None = None) -> bool:
+        """Wait up to `wait` seconds (default `WAIT_SECONDS`) for the turn; True if this call
+        took it (give it back with `give_back`), False if not had in time or this thread holds
+        it already."""
+        wait = WAIT_SECONDS if wait is None else wait
         me = threading.get_ident()
         first = getattr(_first, "in_line", False)
         with self._changed:

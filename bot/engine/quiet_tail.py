@@ -105,23 +105,19 @@ def plan_quiet_tail(
 
 
 def _descendants(loaded: LoadedRunbook, roots: set[str]) -> set[str]:
+    """The steps that wait, directly or not, for one of `roots` (one pass: a runbook's steps
+    come after their dependencies, checked at load)."""
     found: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for sid, deps in loaded.deps.items():
-            if sid not in found and sid not in roots and deps & (roots | found):
-                found.add(sid)
-                changed = True
+    for step in loaded.runbook.steps:
+        if step.id not in roots and loaded.deps[step.id] & (roots | found):
+            found.add(step.id)
     return found
 
 
 def _ancestors(loaded: LoadedRunbook, roots: set[str]) -> set[str]:
+    """The steps one of `roots` waits for, directly or not (one pass, last step first)."""
     found: set[str] = set()
-    todo = [d for sid in roots for d in loaded.deps[sid]]
-    while todo:
-        sid = todo.pop()
-        if sid not in found and sid not in roots:
-            found.add(sid)
-            todo.extend(loaded.deps[sid])
-    return found
+    for step in reversed(loaded.runbook.steps):
+        if step.id in roots or step.id in found:
+            found.update(loaded.deps[step.id])
+    return found - roots

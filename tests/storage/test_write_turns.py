@@ -24,7 +24,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
-from storage import engines
+from storage import engines, write_turns
 from storage.checkpointer import make_checkpointer
 from storage.db import make_engine, read_scope, session_scope
 from storage.errors import StorageError
@@ -165,7 +165,10 @@ def test_a_thread_holding_the_turn_does_not_wait_for_itself(db_path: Path) -> No
         turns.give_back()
 
 
-def test_a_turn_not_had_in_time_lets_the_writer_go_on(db_path: Path) -> None:
+def test_a_turn_not_had_in_time_lets_the_writer_go_on(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(write_turns, "WAIT_SECONDS", 0.0)  # not had at once: not had in time
     turns = turns_for(db_path)
     taken = threading.Event()
     done = threading.Event()
