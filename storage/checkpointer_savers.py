@@ -31,7 +31,7 @@ import logging
 import sqlite3
 import threading
 from collections.abc import Callable, Collection, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -95,7 +95,23 @@ class BufferedWrites(BaseCheckpointSaver[Any]):
         self._buffered: dict[str, builtins.list[_Held]] = {}
         self._holdable: dict[str, frozenset[str]] = {}  # thread -> nodes (`hold_after`)
         self._quiet: dict[str, QuietTask] = {}  # thread -> its rule (`hold_after`)
+        self._new: dict[str, None] = {}  # threads with no checkpoint anywhere (`new_thread`)
         self._buffer_lock = threading.Lock()
+
+    @contextmanager
+    def new_thread(self, thread_id: str) -> Iterator[None]:
+        """Inside: `thread_id` has no checkpoint anywhere (the engine's run was recorded just
+        now, in a transaction this process committed, and no process has driven it): its
+        first `get_tuple` (LangGraph's, as the graph starts) answers None without a query.
+        Any write to the thread, that read, or leaving the block ends it: a retry, a resumed
+        run and every other reader read the database."""
+        with self._buffer_lock:
+            self._new[thread_id] = None
+        try:
+            yield
+        finally:
+            with self._buffer_lock:
+                self._new.pop(thread_id, None)
 
     def hold_after(
         self, thread_id: str, nodes: Collection[str], *, quiet: QuietTask | None = None
@@ -136,6 +152,7 @@ class BufferedWrites(BaseCheckpointSaver[Any]):
     def _hold(self, held: _Held) -> None:
         thread_id = str(held.config["configurable"]["thread_id"])
         with self._buffer_lock:
+            self._new.pop(thread_id, None)
             self._buffered.setdefault(thread_id, []).append(held)
 
     def _take(self, thread_id: str | None) -> builtins.list[_Held]:
@@ -175,6 +192,8 @@ class BufferedWrites(BaseCheckpointSaver[Any]):
         configurable = config["configurable"]
         thread_id = str(configurable["thread_id"])
         held = _Held(config, checkpoint=checkpoint, metadata=metadata, new_versions=new_versions)
+        with self._buffer_lock:
+            self._new.pop(thread_id, None)
         if _before_any_step(metadata) or self._holds(thread_id):
             self._hold(held)
         else:
@@ -198,7 +217,12 @@ class BufferedWrites(BaseCheckpointSaver[Any]):
                 self._write(pending)
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        self.flush(str(config["configurable"]["thread_id"]))
+        thread_id = str(config["configurable"]["thread_id"])
+        with self._buffer_lock:
+            new = self._new.pop(thread_id, 0) is None
+        if new:
+            return None
+        self.flush(thread_id)
         return super().get_tuple(config)
 
     def list(
@@ -283,6 +307,14 @@ def hold_after(
     rule for tasks that did nothing (a no-op for savers that hold nothing)."""
     if isinstance(saver, BufferedWrites):
         saver.hold_after(thread_id, nodes, quiet=quiet)
+
+
+def new_thread(saver: BaseCheckpointSaver[Any], thread_id: str) -> AbstractContextManager[None]:
+    """`saver.new_thread` (a thread with no checkpoint anywhere: no read as its graph starts);
+    for savers that know no such thing, nothing."""
+    if isinstance(saver, BufferedWrites):
+        return saver.new_thread(thread_id)
+    return nullcontext()
 
 
 def flush_writes(saver: BaseCheckpointSaver[Any], thread_id: str) -> None:

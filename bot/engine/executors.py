@@ -20,6 +20,7 @@ from typing import Any
 
 from langchain_core.runnables.config import ContextThreadPoolExecutor
 from langgraph.pregel import _executor
+from langgraph.pregel._loop import SyncPregelLoop
 
 from storage.checkpointer_savers import BufferedWrites
 
@@ -33,17 +34,24 @@ _lock = threading.Lock()
 
 
 class _HoldsInline:
-    """The shared pool, except that a saver's task writes held in memory
-    (`BufferedWrites.put_writes`, storage/checkpointer_savers.py: a list append, no I/O) are
-    held in the submitting thread: LangGraph submits each task's writes to its pool, and a
-    thread hand-off per task cost more than the append (issue 21)."""
+    """The shared pool, except for two calls made in the submitting thread (issue 21):
+    - a saver's task writes held in memory (`BufferedWrites.put_writes`,
+      storage/checkpointer_savers.py: a list append, no I/O): LangGraph submits each task's
+      writes to its pool, and a thread hand-off per task cost more than the append;
+    - a super-step's checkpoint put into such a saver (`_checkpointer_put_after_previous`):
+      the engine streams with `durability="sync"`, so the loop waits for that put right after
+      submitting it (before the next super-step starts, and before the finished task's
+      update reaches the engine). A hand-off there was ~1 ms of a triage's critical path
+      while its reads' threads held the interpreter; inline, the put runs where the loop
+      would wait for it, in the same order (the previous put and the super-step's writes
+      are done first, as the function itself waits for them)."""
 
     def __init__(self, pool: ContextThreadPoolExecutor) -> None:
         self.pool = pool
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
         target = args[0] if args else None  # BackgroundExecutor submits (ctx.run, fn, ...)
-        if getattr(target, "__func__", None) is not BufferedWrites.put_writes:
+        if not _inline(target):
             return self.pool.submit(fn, *args, **kwargs)
         done: Future[Any] = Future()
         try:
@@ -51,6 +59,21 @@ class _HoldsInline:
         except BaseException as exc:  # noqa: BLE001 (the future carries it, as the pool's would)
             done.set_exception(exc)
         return done
+
+
+def _inline(target: Any) -> bool:
+    """Whether `target` is one of the calls `_HoldsInline` makes in the submitting thread."""
+    function = getattr(target, "__func__", None)
+    if function is BufferedWrites.put_writes:
+        return True
+    if function is None or function is not _PUT_AFTER_PREVIOUS:
+        return False
+    return isinstance(getattr(target.__self__, "checkpointer", None), BufferedWrites)
+
+
+_PUT_AFTER_PREVIOUS = getattr(SyncPregelLoop, "_checkpointer_put_after_previous", None)
+"""LangGraph's checkpoint put after the previous one (None if LangGraph renamed it: then
+every put goes to the pool, as LangGraph does it)."""
 
 
 @contextmanager

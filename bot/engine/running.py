@@ -66,7 +66,7 @@ from bot.limits import STORAGE_RETRY_BACKOFF_SECONDS
 from storage import approvals as approval_store
 from storage import incidents as incident_store
 from storage import runs as run_store
-from storage.checkpointer_savers import QuietTask, flush_writes, hold_after
+from storage.checkpointer_savers import QuietTask, flush_writes, hold_after, new_thread
 from storage.db import session_scope
 from storage.transient import RetryPolicy, retry_transient
 
@@ -267,8 +267,22 @@ class RunEngine:
             self.record_run(recorder.session, loaded, resolved, incident_id, requester, run_id)
         state = _fresh_state(loaded, resolved, incident_id, requester, run_id)
         return self.work.perform_claimed(
-            item, on_step, run=lambda: self._drive(loaded, run_id, incident_id, state, on_step)
+            item, on_step, run=lambda: self._drive_new(loaded, run_id, incident_id, state, on_step)
         )
+
+    def _drive_new(
+        self,
+        loaded: LoadedRunbook,
+        run_id: str,
+        incident_id: int,
+        state: RunState,
+        on_step: StepCallback | None,
+    ) -> RunOutcome:
+        """Drive a run recorded in a transaction committed just before, by this process, from
+        its inputs: no process has driven it, so its graph starts without reading a
+        checkpoint (the saver answers that it has none, once: `new_thread`)."""
+        with new_thread(self.checkpointer, run_id):
+            return self._drive(loaded, run_id, incident_id, state, on_step)
 
     def _validated(self, loaded: LoadedRunbook, inputs: Mapping[str, Any]) -> dict[str, Any]:
         """The resolved inputs; UserInputError, or NotFound for a node the cluster does not
@@ -317,7 +331,7 @@ class RunEngine:
     ) -> RunOutcome:
         """Drive a run `record_run` recorded, from its inputs."""
         state = _fresh_state(loaded, resolved, incident_id, requester, run_id)
-        return self._drive(loaded, run_id, incident_id, state, on_step)
+        return self._drive_new(loaded, run_id, incident_id, state, on_step)
 
     def _create_run(
         self,

@@ -37,6 +37,7 @@ from bot.wiring.runtime import Runtime, open_runtime
 from storage import incidents as incident_store
 from storage import runs as run_store
 from storage import work as work_store
+from storage.checkpointer_savers import BufferedWrites
 from storage.db import session_scope
 from storage.errors import DatabaseBusyError
 from storage.tables import TimelineEvent
@@ -159,25 +160,36 @@ def test_a_run_that_finds_nothing_records_its_steps_and_finish_in_one_commit(
 def test_a_run_that_ends_reports_from_its_stream_without_reading_its_checkpoint(
     rt: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The outcome's steps are the stream's last state: the graph reads the checkpoint once,
-    when it starts, and the engine never reads it again (it did, once more, after the end)."""
+    """The outcome's steps are the stream's last state, and a new run has no checkpoint to
+    read: the graph asks once, when it starts, and the saver answers without a query (it
+    queried then, and the engine once more after the end); a run continued later reads it."""
     loaded = rt.catalog.get("ecc-storm")
     incident_id, _ = rt.engine.open_incident(loaded, {"node": HEALTHY}, actor="alertmanager")
     saver = rt.engine.checkpointer
-    reads: list[str] = []
+    asked: list[str] = []
+    queried: list[str] = []
     get_tuple = saver.get_tuple
+    base = type(saver).__mro__[type(saver).__mro__.index(BufferedWrites) + 1]
+    query = base.get_tuple
 
     def counted(config: Any) -> Any:
-        reads.append(str(config["configurable"].get("thread_id")))
+        asked.append(str(config["configurable"].get("thread_id")))
         return get_tuple(config)
 
+    def counted_query(self: Any, config: Any) -> Any:
+        queried.append(str(config["configurable"].get("thread_id")))
+        return query(self, config)
+
     monkeypatch.setattr(saver, "get_tuple", counted)
+    monkeypatch.setattr(base, "get_tuple", counted_query)
     outcome = rt.engine.start(
         loaded, inputs={"node": HEALTHY}, incident_id=incident_id, requester="alertmanager"
     )
     assert outcome.status == "completed" and outcome.verdict["layer"] == "none"
-    assert reads == [outcome.run_id]
+    assert asked == [outcome.run_id] and queried == []
     assert set(outcome.steps) == {s.id for s in loaded.runbook.steps}
+    again = rt.engine.continue_run(outcome.run_id)  # not new: its checkpoint is read
+    assert again.status == "completed" and queried and set(queried) == {outcome.run_id}
 
 
 @ON_BOTH

@@ -12,7 +12,9 @@ node, nor once the engine names none), and so does one whose every task the engi
 rule says did nothing (not one with a task that did something or ran no node). A commit
 writes only the thread's newest checkpoint and the writes made from it: the held checkpoints it
 supersedes, and the writes they applied, never reach disk, and the newest one still loads
-every channel they made new (PostgreSQL stores a blob per channel version). (That the
+every channel they made new (PostgreSQL stores a blob per channel version). A thread the engine
+says is new (`new_thread`) answers its first read with None without a query, once, and not
+after a write or outside the block. (That the
 engine's graphs have no channel rebuilt from its ancestors' writes:
 tests/engine/test_graph_channels.py.)
 """
@@ -29,7 +31,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, Checkpoint, empty_checkpoint
 
 from storage.checkpointer import make_checkpointer
-from storage.checkpointer_savers import BufferedWrites, flush_writes, hold_after
+from storage.checkpointer_savers import BufferedWrites, flush_writes, hold_after, new_thread
 
 Opener = Callable[[], AbstractContextManager[BaseCheckpointSaver[Any]]]
 
@@ -227,3 +229,30 @@ def test_a_super_step_of_quiet_tasks_waits_for_the_next_checkpoint(
     last = put(holding, "run-1", pushed, "loop", 4)
     latest = other.get_tuple(config("run-1"))
     assert latest is not None and latest.config["configurable"]["checkpoint_id"] == last
+
+
+def test_a_new_thread_answers_its_first_read_without_a_query_once(
+    savers: tuple[BaseCheckpointSaver[Any], BaseCheckpointSaver[Any]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    holding, other = savers
+    queried: list[str] = []
+    base = type(holding).__mro__[type(holding).__mro__.index(BufferedWrites) + 1]
+    real = base.get_tuple
+
+    def counted(self: Any, cfg: RunnableConfig) -> Any:
+        queried.append(str(cfg["configurable"]["thread_id"]))
+        return real(self, cfg)
+
+    monkeypatch.setattr(base, "get_tuple", counted)
+    with new_thread(holding, "run-1"), new_thread(holding, "run-2"):
+        assert holding.get_tuple(config("run-1")) is None and queried == []
+        assert holding.get_tuple(config("run-1")) is None and queried == ["run-1"]  # once
+        put(holding, "run-2", None, "loop", 1)  # a write ends it: the read finds the write
+        found = holding.get_tuple(config("run-2"))
+        assert found is not None and queried == ["run-1", "run-2"]
+        put(other, "run-3", None, "loop", 1)  # not new: read as always
+        assert holding.get_tuple(config("run-3")) is not None and queried[-1] == "run-3"
+    with new_thread(holding, "run-4"):
+        pass
+    assert holding.get_tuple(config("run-4")) is None and queried[-1] == "run-4"  # block left
