@@ -12,6 +12,12 @@ production: intake and triage share the replicas' CPU). Triage latency is each i
 once every run has left `running`; it includes the time a run waited in its replica's queue.
 The PostgreSQL server is Debian's, started for the run (fsync off, as in the tests).
 
+Where the CPU went, per triage, from the first webhook sent to the last run done (Linux /proc):
+the replicas (every `serve` process), the database server (PostgreSQL's postmaster and
+backends; SQLite runs inside the replica) and this process (the senders and the waiting). On a
+machine of C cores the runs per second of a setup are at most C / (their sum); one replica is
+also held to about one core by its interpreter lock.
+
     python bench/replicas_postgres.py --nodes 512 --batch 32
 """
 
@@ -78,7 +84,47 @@ def serving(url: str, scenario: Path, count: int) -> Iterator[list[ServeReplica]
         stop_all()
 
 
-def measure(label: str, url: str, replicas: int, *, nodes: int, batch: int) -> dict[str, Any]:
+def cpu_seconds(pid: int, *, children: bool = False) -> float:
+    """User + system CPU of process `pid` so far (Linux /proc), with its waited-for
+    children's when `children` (a PostgreSQL server's backends that exited); 0 if it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    ticks = int(fields[11]) + int(fields[12])  # utime, stime
+    if children:
+        ticks += int(fields[13]) + int(fields[14])  # cutime, cstime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def server_cpu_seconds(postmaster: int | None) -> float:
+    """CPU of a PostgreSQL server so far: its postmaster with the backends that exited, and
+    every live backend (the postmaster's children); 0 without one."""
+    if postmaster is None:
+        return 0.0
+    total = cpu_seconds(postmaster, children=True)
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if parent == postmaster:
+            total += cpu_seconds(int(entry.name))
+    return total
+
+
+def measure(
+    label: str,
+    url: str,
+    replicas: int,
+    *,
+    nodes: int,
+    batch: int,
+    postmaster: int | None = None,
+) -> dict[str, Any]:
+    """`postmaster`: the PostgreSQL server's pid, whose CPU is counted with the replicas'."""
     with tempfile.TemporaryDirectory() as tmp:
         scenario = storm_scenario(Path(tmp) / "fleet.yaml", nodes=nodes, per_rack=16, faulty=[3])
         with serving(url, scenario, replicas) as running:
@@ -87,6 +133,11 @@ def measure(label: str, url: str, replicas: int, *, nodes: int, batch: int) -> d
             deliveries = [(body, target) for body in bodies for target in targets]
             random.Random(7).shuffle(deliveries)
             load_before = os.getloadavg()[0]
+            cpu_before = (
+                sum(cpu_seconds(r.pid) for r in running),
+                server_cpu_seconds(postmaster),
+                time.process_time(),
+            )
             with ExitStack() as stack:
                 http = stack.enter_context(
                     httpx.Client(timeout=120.0, headers={"Authorization": f"Bearer {TOKEN}"})
@@ -101,6 +152,14 @@ def measure(label: str, url: str, replicas: int, *, nodes: int, batch: int) -> d
                 intake = time.perf_counter() - started
             triaged = wait_triaged(url, nodes)
             load_after = os.getloadavg()[0]
+            cpu_after = (
+                sum(cpu_seconds(r.pid) for r in running),
+                server_cpu_seconds(postmaster),
+                time.process_time(),
+            )
+    replicas_cpu, server_cpu, sender_cpu = (
+        after - before for before, after in zip(cpu_before, cpu_after, strict=True)
+    )
     delivered = sum(len(b["alerts"]) for b, _t in deliveries)
     return {
         "setup": label,
@@ -114,6 +173,12 @@ def measure(label: str, url: str, replicas: int, *, nodes: int, batch: int) -> d
         **triaged,
         "load_1m_before": round(load_before, 2),
         "load_1m_after": round(load_after, 2),
+        "cpu_ms_per_triage": {  # from the first webhook sent to the last run done
+            "replicas": round(replicas_cpu / nodes * 1000, 2),
+            "database_server": round(server_cpu / nodes * 1000, 2),
+            "sender": round(sender_cpu / nodes * 1000, 2),
+        },
+        "cores": os.cpu_count(),
     }
 
 
@@ -157,14 +222,17 @@ def wait_triaged(url: str, nodes: int) -> dict[str, Any]:
 def table(results: list[dict[str, Any]]) -> str:
     head = (
         "| setup | replicas | nodes | alerts per webhook | deliveries (alerts) | intake alerts/s"
-        " | runs | triage p50 | triage p99 | all runs done in | load 1m before → after |\n"
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+        " | runs | triage p50 | triage p99 | all runs done in | load 1m before → after"
+        " | CPU ms per triage: replicas / database server / sender |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"
     )
     rows = [
         f"| {r['setup']} | {r['replicas']} | {r['nodes']:,} | {r['batch']} |"
         f" {r['alerts_delivered']:,} | **{r['alerts_per_second']:,}** | {r['runs']:,} |"
         f" {r['triage_p50_s']} s | {r['triage_p99_s']} s | {r['triage_wall_s']} s |"
         f" {r['load_1m_before']} → {r['load_1m_after']} |"
+        f" {r['cpu_ms_per_triage']['replicas']} / {r['cpu_ms_per_triage']['database_server']}"
+        f" / {r['cpu_ms_per_triage']['sender']} |"
         for r in results
     ]
     return "\n".join([head, *rows])
@@ -182,7 +250,10 @@ def main() -> None:
         results.append(measure("SQLite", sqlite, 1, nodes=args.nodes, batch=args.batch))
     with start_postgres() as server:
         url = server.url(server.create_database())
-        results.append(measure("PostgreSQL", url, 2, nodes=args.nodes, batch=args.batch))
+        postmaster = int((server.data_dir / "postmaster.pid").read_text().split()[0])
+        results.append(
+            measure("PostgreSQL", url, 2, nodes=args.nodes, batch=args.batch, postmaster=postmaster)
+        )
     for r in results:
         print(json.dumps(r))
     print(table(results))
