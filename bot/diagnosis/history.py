@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Protocol
 
+from bot.diagnosis.findings import Finding
 from bot.diagnosis.localizing import Verdict
 
 #: How far back a GPU's history counts towards the ladder.
@@ -115,14 +116,20 @@ def culprit_gpus(verdict: Verdict) -> list[CulpritGpu]:
     finding's evidence carries one for that GPU, else the id of the check that named it."""
     if verdict.layer.value != "gpu_hardware":
         return []
+    return named_gpus(verdict.findings)
+
+
+def named_gpus(findings: Sequence[Finding]) -> list[CulpritGpu]:
+    """The GPUs the `gpu_hardware` findings among `findings` name, each with its fault (as
+    `culprit_gpus`, whose verdict's findings these are)."""
     found: dict[str, CulpritGpu] = {}
-    for finding in verdict.findings:
+    for finding in findings:
         culprit = finding.culprit
-        if finding.layer is not verdict.layer or not culprit.node or culprit.gpu in (None, ""):
+        if finding.layer.value != "gpu_hardware" or not culprit.node or culprit.gpu in (None, ""):
             continue
         rows = [  # this GPU's own evidence rows, from any finding (the XID gauge may be another's)
             e
-            for f in verdict.findings
+            for f in findings
             for e in f.evidence
             if e.labels.get("node") == culprit.node and e.labels.get("gpu") == culprit.gpu
         ]

@@ -22,7 +22,7 @@ from bot.engine.steps.freshness import held_notes
 from bot.engine.steps.gather import NodeFn
 from bot.engine.steps.liveness import dcgm_signal_names, discount, probe, stuck_notes
 from bot.engine.steps.log_age import history_notes
-from bot.engine.steps.remembering import with_history
+from bot.engine.steps.remembering import look_back_ahead, with_history
 
 
 def make_localize_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
@@ -34,6 +34,7 @@ def make_localize_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
         steps = state.get("steps", {})
         outcomes = [CheckOutcome.from_dict(steps[c]) for c in checks if c in steps]
         unavailable = backend_outcome(steps)  # a backend down: telemetry suspect
+        ahead = look_back_ahead(outcomes, runtime.context)  # read during the probe
         alive = probe(runtime.context, steps)  # a stuck exporter: its values are the past
         outcomes = discount(outcomes, alive, dcgm_signals=dcgm_signal_names(runtime.context))
         extra = [o for o in (unavailable, alive.outcome) if o is not None]
@@ -50,7 +51,9 @@ def make_localize_node(step: Step, loaded: LoadedRunbook) -> NodeFn:
         notes = held_notes(steps) + stuck_notes(alive) + history_notes(steps)  # + old logs
         notes += tuple(cluster_gaps(steps))  # failed cluster reads, with why
         verdict = replace(verdict, detectors=notes)
-        verdict = with_history(verdict, runtime.context, incident=state.get("incident"))
+        verdict = with_history(
+            verdict, runtime.context, incident=state.get("incident"), ahead=ahead
+        )
         return output(step, verdict.to_dict())
 
     return localize_node
