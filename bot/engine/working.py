@@ -193,10 +193,14 @@ class WorkQueue:
             with session_scope(self.db) as session:
                 item = self._claim(session, work_id)
                 triage = item is not None and item.kind == "triage"
-                run = run_store.get_run(session, item.run_id) if triage and item else None
-                moved_on = item is not None and self._moved_on(session, item, run)
-                fresh = triage and run is None and item is not None and item.attempts == 1
                 mine = _is_recorded(item, expected)
+                first = item is not None and item.attempts == 1  # no claimer before this one
+                # A run is recorded only by a claimer of its row: a row this process recorded
+                # and claims first has none to read.
+                read = triage and item is not None and not (mine and first)
+                run = run_store.get_run(session, item.run_id) if read and item else None
+                moved_on = item is not None and self._moved_on(session, item, run)
+                fresh = triage and run is None and first
                 if checked is not None and item is not None and fresh and mine:
                     drive = self._record_fresh(session, item, *checked, on_step)
         finally:

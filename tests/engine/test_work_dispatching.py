@@ -3,13 +3,18 @@
 Covers: the webhook's transaction records the triage with the alert, so a process that answers
 and then never submits it loses nothing: `take_over` (start-up, scheduler tick) finds it and a
 worker runs it to its approval; work queued in this process is not queued twice; `shutdown`
-hands a lease this worker holds back to the database, where the next worker claims it at once.
+hands a lease this worker holds back to the database, where the next worker claims it at once;
+a triage this process recorded and claims first records its run without looking for one (only
+a claimer records a run), and runs it to its approval.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from engine.test_work_takeover import NODE, state_of
 from servers.oncall import alert, webhook
+from sqlalchemy import event
 
 from bot.intake.alerts import parse_webhook
 from bot.intake.counters import IntakeCounters
@@ -85,3 +90,32 @@ def test_shutdown_hands_held_work_back_for_the_next_worker(rt: Runtime) -> None:
     with session_scope(rt.db) as session:
         claimable = work_store.list_claimable(session, at=rt.engine.work.leases.now())
         assert [(r.id, r.owner, r.attempts) for r in claimable] == [(row.id, None, 0)]
+
+
+def test_a_triage_recorded_here_and_claimed_first_records_its_run_without_looking(
+    rt: Runtime,
+) -> None:
+    workers = triage_workers(rt, workers=1)
+    statements: list[str] = []
+
+    def seen(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        statements.append(" ".join(statement.split()))
+
+    try:
+        got = received(rt, workers)
+        event.listen(rt.db, "before_cursor_execute", seen)
+        try:
+            assert workers.submit_run(got)
+            assert workers.wait_idle(60)
+        finally:
+            event.remove(rt.db, "before_cursor_execute", seen)
+        assert got.incident_id is not None
+        assert state_of(rt, got.incident_id) == "awaiting_approval"
+        claim = next(i for i, s in enumerate(statements) if s.startswith("UPDATE work_items"))
+        recorded = next(
+            i for i, s in enumerate(statements) if s.startswith("INSERT INTO runbook_runs")
+        )
+        looked = [s for s in statements[claim:recorded] if "FROM runbook_runs" in s]
+        assert looked == []
+    finally:
+        workers.shutdown()
