@@ -195,6 +195,69 @@ def _alive(process: subprocess.Popen[bytes], name: str, log_file: Path) -> None:
         )
 
 
+BIND_TRIES = 3
+"""Starts of the kube-apiserver, each on a newly picked port, while its port is taken between
+the pick and its bind (by another server of the suite picking the same free port)."""
+
+
+def _apiserver_argv(apiserver: str, etcd_url: str, port: int, root: Path) -> list[str]:
+    pki = root / "pki"
+    return [
+        apiserver,
+        f"--etcd-servers={etcd_url}",
+        "--bind-address=127.0.0.1",
+        "--advertise-address=127.0.0.1",
+        f"--secure-port={port}",
+        f"--tls-cert-file={pki / 'server.crt'}",
+        f"--tls-private-key-file={pki / 'server.key'}",
+        f"--client-ca-file={pki / 'ca.crt'}",
+        f"--cert-dir={root / 'certs'}",
+        "--authorization-mode=RBAC",
+        "--enable-admission-plugins=ServiceAccount",
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+        f"--service-account-key-file={pki / 'sa.pub'}",
+        f"--service-account-signing-key-file={pki / 'sa.key'}",
+        "--service-cluster-ip-range=10.96.0.0/24",
+        "--endpoint-reconciler-type=none",
+        "--allow-privileged=true",
+        "--profiling=false",
+        "--v=0",
+    ]
+
+
+def _ready(
+    plane: ControlPlane,
+    process: subprocess.Popen[bytes],
+    log_file: Path,
+    tls: ssl.SSLContext,
+    *,
+    last: bool,
+) -> bool:
+    """Wait for the kube-apiserver's /readyz; False when it exited because its port was taken
+    (unless `last`: then it fails, as any other exit does)."""
+    taken = False
+
+    def ready() -> bool:
+        nonlocal taken
+        if process.poll() is not None and not last:
+            taken = "address already in use" in log_file.read_text(errors="replace")
+            if taken:
+                return True
+        _alive(process, "kube-apiserver", log_file)
+        try:
+            return http.get(f"{plane.url}/readyz").status_code == 200
+        except httpx.TransportError:
+            return False
+
+    with httpx.Client(timeout=2.0, verify=tls) as http:
+        poll(
+            ready,
+            what=f"kube-apiserver /readyz on {plane.url} (log: {log_file})",
+            seconds=READY_SECONDS,
+        )
+    return not taken
+
+
 @contextmanager
 def start_control_plane(workdir: Path | None = None) -> Iterator[ControlPlane]:
     """etcd + kube-apiserver on free 127.0.0.1 ports for the duration of the block."""
@@ -241,48 +304,17 @@ def start_control_plane(workdir: Path | None = None) -> Iterator[ControlPlane]:
 
             poll(etcd_ready, what=f"etcd /health on {etcd_url} (log: {etcd_log})")
         api_log = root / "kube-apiserver.log"
-        api_process = _start(
-            [
-                apiserver,
-                f"--etcd-servers={etcd_url}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                f"--secure-port={api_port}",
-                f"--tls-cert-file={pki / 'server.crt'}",
-                f"--tls-private-key-file={pki / 'server.key'}",
-                f"--client-ca-file={pki / 'ca.crt'}",
-                f"--cert-dir={root / 'certs'}",
-                "--authorization-mode=RBAC",
-                "--enable-admission-plugins=ServiceAccount",
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-                f"--service-account-key-file={pki / 'sa.pub'}",
-                f"--service-account-signing-key-file={pki / 'sa.key'}",
-                "--service-cluster-ip-range=10.96.0.0/24",
-                "--endpoint-reconciler-type=none",
-                "--allow-privileged=true",
-                "--profiling=false",
-                "--v=0",
-            ],
-            api_log,
-        )
-        plane.processes.append(api_process)
         admin_cert = (str(pki / "admin.crt"), str(pki / "admin.key"))
         tls = ssl.create_default_context(cafile=str(pki / "ca.crt"))
         tls.load_cert_chain(*admin_cert)
-        with httpx.Client(timeout=2.0, verify=tls) as http:
-
-            def api_ready() -> bool:
-                _alive(api_process, "kube-apiserver", api_log)
-                try:
-                    return http.get(f"{plane.url}/readyz").status_code == 200
-                except httpx.TransportError:
-                    return False
-
-            poll(
-                api_ready,
-                what=f"kube-apiserver /readyz on {plane.url} (log: {api_log})",
-                seconds=READY_SECONDS,
-            )
+        for attempt in range(1, BIND_TRIES + 1):  # another server may take the port first
+            api_process = _start(_apiserver_argv(apiserver, etcd_url, api_port, root), api_log)
+            plane.processes.append(api_process)
+            if _ready(plane, api_process, api_log, tls, last=attempt == BIND_TRIES):
+                break
+            plane.processes.remove(api_process)
+            api_port = free_port()
+            plane.url = f"https://127.0.0.1:{api_port}"
         plane.write_kubeconfig(
             plane.kubeconfig,
             user={"client-certificate": admin_cert[0], "client-key": admin_cert[1]},
