@@ -170,6 +170,16 @@ def print_calls(rows: dict[str, dict[str, float]], counters: dict[str, str]) -> 
         print(f"{name:<{width}} {row['p50_ms']:>8.2f} {row['p99_ms']:>8.2f} {counts}")
 
 
+def cpu_seconds(pid: int | str = "self", *, children: bool = False) -> float:
+    """User plus system CPU time of a process, from /proc; with `children`, that of its
+    waited-for children too (a PostgreSQL server's backends that exited)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12])  # utime, stime
+    if children:
+        ticks += int(fields[13]) + int(fields[14])  # cutime, cstime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def machine() -> dict[str, Any]:
     """What the figures were measured on."""
     mem = 0.0

@@ -24,6 +24,7 @@ also held to about one core by its interpreter lock.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -42,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
-from common import machine, percentile  # noqa: E402
+from common import cpu_seconds, machine, percentile  # noqa: E402
 from sqlalchemy import text  # noqa: E402
 from sqlmodel import select  # noqa: E402
 
@@ -84,19 +85,6 @@ def serving(url: str, scenario: Path, count: int) -> Iterator[list[ServeReplica]
         stop_all()
 
 
-def cpu_seconds(pid: int, *, children: bool = False) -> float:
-    """User + system CPU of process `pid` so far (Linux /proc), with its waited-for
-    children's when `children` (a PostgreSQL server's backends that exited); 0 if it is gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    except OSError:
-        return 0.0
-    ticks = int(fields[11]) + int(fields[12])  # utime, stime
-    if children:
-        ticks += int(fields[13]) + int(fields[14])  # cutime, cstime
-    return ticks / os.sysconf("SC_CLK_TCK")
-
-
 def server_cpu_seconds(postmaster: int | None) -> float:
     """CPU of a PostgreSQL server so far: its postmaster with the backends that exited, and
     every live backend (the postmaster's children); 0 without one."""
@@ -111,7 +99,8 @@ def server_cpu_seconds(postmaster: int | None) -> float:
         except (OSError, IndexError, ValueError):
             continue
         if parent == postmaster:
-            total += cpu_seconds(int(entry.name))
+            with contextlib.suppress(OSError):  # a backend that exited meanwhile
+                total += cpu_seconds(int(entry.name))
     return total
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import random
 import sqlite3
 import ssl
@@ -41,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from common import ecc_fleet, machine, percentile
+from common import cpu_seconds, ecc_fleet, machine, percentile
 from servers.prometheus import free_port
 
 TOKEN = "bench-token"
@@ -239,12 +238,6 @@ class LoopLag:
             began = time.perf_counter()
             await asyncio.sleep(self.TICK)
             self.samples.append(time.perf_counter() - began - self.TICK)
-
-
-def cpu_seconds(pid: int | str = "self") -> float:
-    """User plus system CPU time of a process, from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 TCP_COUNTERS = ("ListenOverflows", "ListenDrops", "TCPBacklogDrop", "RetransSegs")
