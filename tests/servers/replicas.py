@@ -4,12 +4,14 @@
 `GPU_ONCALL_STORAGE__URL=url` (plus `env`), its stdout and stderr going to a log file, and
 returns once `/readyz` answers 200. The handle's `kill()` is SIGKILL (no handler, no finally
 block runs: the crash the HA tests need), `terminate()` is SIGTERM (a graceful stop); `log` is
-everything the process wrote so far. Every handle started in a test is stopped by `stop_all`.
+everything the process wrote so far. Every handle started in a test is stopped by `stop_all`,
+which also deletes the temporary directory `start_serve` made for one given no `workdir`.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -35,6 +37,7 @@ class ServeReplica:
     url: str
     log_path: Path
     workdir: Path
+    temporary: bool = False  # `workdir` was made by start_serve: stop_all deletes it
 
     @property
     def pid(self) -> int:
@@ -83,6 +86,7 @@ def start_serve(
     `ready(replica)` holds, when given). `port` None picks a free one; `workdir` (the process's
     cwd, where its log file goes) defaults to a new temporary directory."""
     port = port if port is not None else free_port()
+    temporary = workdir is None
     workdir = workdir if workdir is not None else Path(tempfile.mkdtemp(prefix="gpu-oncall-serve-"))
     workdir.mkdir(parents=True, exist_ok=True)
     full_env = dict(os.environ)
@@ -107,7 +111,7 @@ def start_serve(
             stdout=log_file,
             stderr=subprocess.STDOUT,
         )
-    replica = ServeReplica(process, f"http://127.0.0.1:{port}", log_path, workdir)
+    replica = ServeReplica(process, f"http://127.0.0.1:{port}", log_path, workdir, temporary)
     _started.append(replica)
     check = ready or _answers_ready
 
@@ -134,11 +138,14 @@ _started: list[ServeReplica] = []
 
 
 def stop_all() -> None:
-    """SIGKILL every replica `start_serve` started and is still running (test teardown)."""
+    """SIGKILL every replica `start_serve` started and is still running, and delete the
+    temporary directories it made (test teardown)."""
     while _started:
         replica = _started.pop()
         if replica.alive():
             replica.kill()
+        if replica.temporary:
+            shutil.rmtree(replica.workdir, ignore_errors=True)
 
 
 @pytest.fixture

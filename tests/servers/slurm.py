@@ -194,6 +194,7 @@ class SlurmServers:
 
     def reset(self) -> None:
         """Back to an idle cluster between tests: cancel every job, resume every drain."""
+        self._controller_answers()
         self.run("scancel", "--full", "--user=nobody", check=False)
         self.run("scancel", "--full", "--user=root", check=False)
         poll(lambda: not self.run("squeue", "-h", "-o", "%i").strip(), what="jobs to end")
@@ -232,6 +233,28 @@ class SlurmServers:
             return f"not idle: {busy}; slurmctld's log ends:\n{tail}"
 
         poll(resumed_idle, what="every node idle", seconds=WAIT_SECONDS, detail=left)
+
+    def _controller_answers(self) -> None:
+        """If slurmctld exited or stopped answering pings since the last test, start it again
+        (with a clean state) so the session's later tests have a cluster, and fail this test
+        with the lost controller's exit status and the end of its log (one CI run lost it
+        partway through: every later Slurm test of that worker failed on `squeue`)."""
+        process = self.slurmctld
+        exited = process is None or process.poll() is not None
+        if not exited and "is UP" in self.run("scontrol", "ping", check=False):
+            return
+        log = self.workdir / "log" / "slurmctld.log"
+        tail = log.read_text(errors="replace")[-4000:] if log.exists() else "(no log)"
+        how = f"exited with {process.returncode}" if exited and process else "stopped answering"
+        if process is not None and not exited:
+            process.kill()
+        stop_process(process)
+        self._start_slurmctld()
+        pytest.fail(
+            f"the session's slurmctld {how} before this test (started again); its log ended:\n"
+            f"{tail}",
+            pytrace=False,
+        )
 
     def kill_slurmd(self, node: str) -> None:
         """SIGKILL one node's slurmd (a crashed node); `reset` starts it again."""
