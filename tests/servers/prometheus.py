@@ -9,6 +9,7 @@ binary fails the test with the apt package to install; it is never skipped.
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import socket
@@ -51,15 +52,33 @@ def free_port() -> int:
     """A port nothing listens on right now (bound and released on 127.0.0.1), below the
     kernel's ephemeral range: a port from that range can be taken, between the pick and the
     server's bind, by any outgoing connection (CI: an slurmd's to slurmctld took slurmrestd's).
-    The kernel's own pick when that range starts too low to leave room."""
-    low = _ephemeral_low()
-    for _ in range(200 if low - LISTEN_PORTS_FROM >= 1_000 else 0):
-        port = _PICKS.randrange(LISTEN_PORTS_FROM, low)
+    Each pytest-xdist worker picks from its own slice of that span (`port_span`), so two
+    workers never pick the same port (CI #36: a server of the other worker bound the
+    kube-apiserver's between its pick and its bind). The kernel's own pick when the span is
+    too small to leave room."""
+    low, high = port_span()
+    for _ in range(200 if high - low >= 500 else 0):
+        port = _PICKS.randrange(low, high)
         if port_free(port):
             return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def port_span() -> tuple[int, int]:
+    """The ports `[low, high)` this process picks from: from LISTEN_PORTS_FROM to the kernel's
+    ephemeral range, and of that the slice of this pytest-xdist worker (`gwN` of
+    `PYTEST_XDIST_WORKER_COUNT`), the whole span outside xdist."""
+    low, high = LISTEN_PORTS_FROM, _ephemeral_low()
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if not (worker.startswith("gw") and worker[2:].isdigit() and count.isdigit()):
+        return low, high
+    workers = max(int(count), 1)
+    index = int(worker[2:]) % workers
+    share = (high - low) // workers
+    return low + index * share, low + (index + 1) * share
 
 
 def port_free(port: int) -> bool:

@@ -37,7 +37,7 @@ import httpx
 import pytest
 
 from integrations.slurm import Labelling, Scontrol, SlurmCluster, SlurmRest
-from tests.servers.prometheus import free_port, poll, port_free, stop_process
+from tests.servers.prometheus import free_port, poll, port_free, port_span, stop_process
 
 PACKAGES = "slurmctld slurmd slurmrestd slurm-client munge slurm-wlm-jwt-plugin"
 NODES = tuple(f"gpu-node-{i:02d}" for i in range(16))
@@ -93,10 +93,12 @@ def slurm_binary(name: str) -> str:
 
 
 def free_port_range(count: int) -> int:
-    """The first of `count` consecutive ports nothing listens on (one slurmd each)."""
+    """The first of `count` consecutive ports nothing listens on (one slurmd each), all in
+    this worker's slice (`port_span`)."""
+    high = port_span()[1]
     for _ in range(50):
         base = free_port()
-        if base + count < 65000 and all(port_free(base + i) for i in range(count)):
+        if base + count < high and all(port_free(base + i) for i in range(count)):
             return base
     pytest.fail(f"no {count} consecutive free ports on 127.0.0.1", pytrace=False)
 

@@ -2,7 +2,8 @@
 (tests/servers/slurm.py).
 
 Covers: a test server's port is picked below the kernel's ephemeral range, where no outgoing
-connection can take it (an slurmd's connection to slurmctld once took slurmrestd's in CI); the
+connection can take it (an slurmd's connection to slurmctld once took slurmrestd's in CI), from
+a slice of that span of its own per pytest-xdist worker (so two workers never pick one port); the
 port picked for slurmrestd is bound by another listener when it starts: it is started again on
 another port, answers there, and the cluster's REST URL says so.
 """
@@ -17,7 +18,13 @@ import httpx
 import pytest
 
 from tests.servers import slurm as slurm_module
-from tests.servers.prometheus import LISTEN_PORTS_FROM, free_port, port_free, stop_process
+from tests.servers.prometheus import (
+    LISTEN_PORTS_FROM,
+    free_port,
+    port_free,
+    port_span,
+    stop_process,
+)
 from tests.servers.slurm import REST_VERSIONS, SlurmServers
 
 
@@ -25,6 +32,22 @@ def test_a_free_port_is_below_the_ephemeral_range_and_bindable() -> None:
     low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     ports = [free_port() for _ in range(50)]
     assert all(LISTEN_PORTS_FROM <= p < low and port_free(p) for p in ports)
+
+
+def test_each_xdist_worker_picks_ports_from_its_own_slice(monkeypatch: pytest.MonkeyPatch) -> None:
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+    picked = {}
+    for worker in ("gw0", "gw1"):
+        monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
+        picked[worker] = (port_span(), [free_port() for _ in range(50)])
+    (first_low, first_high), first = picked["gw0"]
+    (second_low, second_high), second = picked["gw1"]
+    assert LISTEN_PORTS_FROM == first_low < first_high <= second_low < second_high <= low
+    assert all(first_low <= p < first_high for p in first)
+    assert all(second_low <= p < second_high for p in second)
+    monkeypatch.delenv("PYTEST_XDIST_WORKER")
+    assert port_span() == (LISTEN_PORTS_FROM, low)  # outside xdist: the whole span
 
 
 @pytest.fixture
