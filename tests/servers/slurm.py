@@ -247,14 +247,16 @@ class SlurmServers:
             return
         log = self.workdir / "log" / "slurmctld.log"
         tail = log.read_text(errors="replace")[-4000:] if log.exists() else "(no log)"
+        out = self.workdir / "log" / "slurmctld.out"  # its stderr: an assertion's message
+        said = out.read_text(errors="replace")[-2000:].strip() if out.exists() else ""
         how = f"exited with {process.returncode}" if exited and process else "stopped answering"
         if process is not None and not exited:
             process.kill()
         stop_process(process)
         self._start_slurmctld()
         pytest.fail(
-            f"the session's slurmctld {how} before this test (started again); its log ended:\n"
-            f"{tail}",
+            f"the session's slurmctld {how} before this test (started again); its output:\n"
+            f"{said or '(none)'}\nits log ended:\n{tail}",
             pytrace=False,
         )
 
