@@ -404,8 +404,13 @@ class SlurmServers:
     def _spawn(self, argv: Sequence[str], name: str) -> subprocess.Popen[bytes]:
         log = (self.workdir / "log" / f"{name}.out").open("wb")
         with log:
-            return subprocess.Popen(
-                argv, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            return subprocess.Popen(  # in the cluster's directory: a crash's core dump too
+                argv,
+                cwd=self.workdir,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
 
     def _start_munged(self) -> None:
