@@ -230,33 +230,28 @@ class SlurmServers:
 
         def left() -> str:
             busy = {node: state for node, state in self.states().items() if state != "idle"}
-            log = self.workdir / "log" / "slurmctld.out"
-            tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
-            return f"not idle: {busy}; slurmctld's log ends:\n{tail}"
+            return f"not idle: {busy}; slurmctld's log ends:\n{self._output('slurmctld', 1500)}"
 
         poll(resumed_idle, what="every node idle", seconds=WAIT_SECONDS, detail=left)
 
     def _controller_answers(self) -> None:
         """If slurmctld exited or stopped answering pings since the last test, start it again
         (with a clean state) so the session's later tests have a cluster, and fail this test
-        with the lost controller's exit status and the end of its log (one CI run lost it
+        with the lost controller's exit status and the end of its output (one CI run lost it
         partway through: every later Slurm test of that worker failed on `squeue`)."""
         process = self.slurmctld
         exited = process is None or process.poll() is not None
         if not exited and "is UP" in self.run("scontrol", "ping", check=False):
             return
-        log = self.workdir / "log" / "slurmctld.log"
-        tail = log.read_text(errors="replace")[-4000:] if log.exists() else "(no log)"
-        out = self.workdir / "log" / "slurmctld.out"  # its stderr: an assertion's message
-        said = out.read_text(errors="replace")[-2000:].strip() if out.exists() else ""
+        said = self._output("slurmctld", 4000) or "(none)"  # read before a restart replaces it
         how = f"exited with {process.returncode}" if exited and process else "stopped answering"
         if process is not None and not exited:
             process.kill()
         stop_process(process)
         self._start_slurmctld()
         pytest.fail(
-            f"the session's slurmctld {how} before this test (started again); its output:\n"
-            f"{said or '(none)'}\nits log ended:\n{tail}",
+            f"the session's slurmctld {how} before this test (started again); its output "
+            f"ended:\n{said}",
             pytrace=False,
         )
 
@@ -504,11 +499,16 @@ class SlurmServers:
 
     def _alive(self, process: subprocess.Popen[bytes] | None, name: str) -> None:
         if process is not None and process.poll() is not None:
-            log = self.workdir / "log" / f"{name}.out"
             pytest.fail(
-                f"{name} exited with {process.returncode}: {log.read_text()[-2000:]}",
+                f"{name} exited with {process.returncode}: {self._output(name, 2000)}",
                 pytrace=False,
             )
+
+    def _output(self, name: str, chars: int) -> str:
+        """The last `chars` of what daemon `name` wrote (`log/<name>.out`: its log lines, and
+        whatever it said on stderr, an assertion's message included); empty before any."""
+        out = self.workdir / "log" / f"{name}.out"
+        return out.read_text(errors="replace")[-chars:] if out.exists() else ""
 
 
 class _PortTaken(Exception):
