@@ -29,6 +29,7 @@ class ClusterCheck:
     backend: str  # sim | kubernetes | slurm
     permissions: tuple[Permission, ...]
     identity: str = ""  # whom the API server authenticated (SelfSubjectReview)
+    notes: tuple[str, ...] = ()  # what to know beyond the permissions (Slurm 22.05: one replica)
 
     @property
     def missing(self) -> tuple[Permission, ...]:
@@ -56,6 +57,7 @@ class ClusterCheck:
                 for p in self.permissions
             ],
             "missing": [p.describe() for p in self.missing],
+            "notes": list(self.notes),
             "cluster_role": CLUSTER_ROLE,
         }
 
@@ -83,11 +85,12 @@ def check_cluster(settings: Settings) -> ClusterCheck:
 def _check_slurm(settings: Settings) -> ClusterCheck:
     """Token, REST version, operator, and the scontrol calls (integrations/slurm/checking.py)."""
     from bot.wiring.slurm import make_slurm_cluster
-    from integrations.slurm.checking import check_slurm
+    from integrations.slurm.checking import check_slurm, slurm_notes
 
     cluster = make_slurm_cluster(settings)
     try:
-        return ClusterCheck("slurm", tuple(check_slurm(cluster)))
+        rows = tuple(check_slurm(cluster))
+        return ClusterCheck("slurm", rows, notes=tuple(slurm_notes(cluster)))
     finally:
         cluster.close()
 
@@ -103,6 +106,7 @@ def render_check(check: ClusterCheck) -> list[str]:
         what += f" in {p.namespace}" if p.namespace else ""
         shown = "yes" if p.allowed else "NO" + (f" ({p.reason})" if p.reason else "")
         lines.append(f"{p.verb:<8} {what:<28} {p.group or 'core':<18} {shown}")
+    lines += [f"Note: {note}" for note in check.notes]
     if check.ok:
         lines.append(f"All {len(check.permissions)} permissions granted.")
         return lines

@@ -20,6 +20,9 @@ from integrations.slurm.cluster import SlurmCluster
 
 _SLURM_USER = re.compile(r"^SlurmUser\s*=\s*(\S+?)\((\d+)\)", re.MULTILINE)
 _ACCOUNTING = re.compile(r"^AccountingStorageType\s*=\s*(\S+)", re.MULTILINE)
+#: REST versions of Slurm 22.05 and older, whose slurmctld two overlapping reads of one node
+#: crash (docs/slurm.md, "Reads of one node take turns"): one process's reads take turns.
+SLURM_22_05 = frozenset({"v0.0.37", "v0.0.38"})
 
 
 def check_slurm(cluster: SlurmCluster) -> list[Permission]:
@@ -52,6 +55,19 @@ def check_slurm(cluster: SlurmCluster) -> list[Permission]:
     rows.append(Permission("cancel", "jobs", group="slurmrestd", allowed=operator.allowed,
                            reason="DELETE job/{id} of any user: " + operator.reason))  # fmt: skip
     return rows
+
+
+def slurm_notes(cluster: SlurmCluster) -> list[str]:
+    """What an operator should know about this cluster beyond the permissions (its REST version
+    already detected by `check_slurm`; nothing when it was not reached)."""
+    version = cluster.rest.detected
+    if version is None or version.version not in SLURM_22_05:
+        return []
+    return [
+        f"REST {version.version} is Slurm 22.05 or older: run one bot replica. Two overlapping "
+        "reads of one node crash its slurmctld; one process's reads take turns, two processes' "
+        "cannot (docs/slurm.md, \"Reads of one node take turns\")."
+    ]
 
 
 def _read(cluster: SlurmCluster, what: str) -> Permission:

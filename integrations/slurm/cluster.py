@@ -53,7 +53,7 @@ from integrations.names import (
     check_qualified_key,
     check_taint_effect,
 )
-from integrations.slurm.client import SlurmRest
+from integrations.slurm.client import SlurmRest, one_node_at_a_time
 from integrations.slurm.hostlists import expand_hostlist
 from integrations.slurm.records import (
     JOB_REQUEUE,
@@ -333,9 +333,10 @@ class SlurmCluster:
         return info
 
     def _read_node(self, name: str) -> dict[str, Any]:
-        body = self.rest.slurm(
-            "GET", f"node/{name}", what=f"read node {name}", missing=lambda: NodeNotFound(name)
-        )
+        with one_node_at_a_time(self.rest.url, name):  # overlapping reads crash 22.05
+            body = self.rest.slurm(
+                "GET", f"node/{name}", what=f"read node {name}", missing=lambda: NodeNotFound(name)
+            )
         nodes = body.get("nodes") or []
         if not nodes:
             raise NodeNotFound(name)

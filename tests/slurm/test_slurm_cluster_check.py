@@ -1,9 +1,9 @@
 """`gpu-oncall cluster check` on real Slurm (a CLI process per case, GPU_ONCALL_CLUSTER=slurm).
 
-Covers: an operator (root) token passes every check and names the served REST version and that
-node updates go through scontrol on 22.05; a token for a non-operator fails the operator row
-naming why (no slurmdbd: only root or SlurmUser); an invalid token fails the reads; the JSON
-form.
+Covers: an operator (root) token passes every check and names the served REST version, that
+node updates go through scontrol on 22.05 and that 22.05 wants one bot replica; a token for a
+non-operator fails the operator row naming why (no slurmdbd: only root or SlurmUser); an
+invalid token fails the reads; the JSON form.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ def test_an_operator_token_passes_every_check(slurm: SlurmServers, tmp_path: Pat
     done = check(slurm, tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "REST v0.0.38" in done.stdout and "All 7 permissions granted." in done.stdout
+    assert "Note: REST v0.0.38 is Slurm 22.05 or older: run one bot replica." in done.stdout
     rows = {tuple(line.split()[:3]) for line in done.stdout.splitlines()}
     assert {("update", "nodes", "scontrol"), ("requeue", "jobs", "scontrol")} <= rows
 
@@ -52,3 +53,4 @@ def test_an_invalid_token_fails_the_reads_as_json(slurm: SlurmServers, tmp_path:
     report = json.loads(done.stdout)
     assert report["cluster"] == "slurm" and not report["ok"]
     assert {"read nodes (slurmrestd)", "read jobs (slurmrestd)"} <= set(report["missing"])
+    assert any("run one bot replica" in note for note in report["notes"])
