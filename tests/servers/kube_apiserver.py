@@ -32,7 +32,15 @@ import pytest
 import yaml
 from kubernetes import client
 
-from tests.servers.prometheus import free_port, poll, require_binary, stop_process
+from tests.servers.prometheus import (
+    PortTaken,
+    free_port,
+    on_free_port,
+    poll,
+    port_taken,
+    require_binary,
+    stop_process,
+)
 
 KUBE_VERSION = "v1.36.3"
 SETUP_SCRIPT = Path(__file__).parents[2] / "tools" / "setup" / "kube-apiserver.sh"
@@ -195,11 +203,6 @@ def _alive(process: subprocess.Popen[bytes], name: str, log_file: Path) -> None:
         )
 
 
-BIND_TRIES = 3
-"""Starts of the kube-apiserver, each on a newly picked port, while its port is taken between
-the pick and its bind (by another server of the suite picking the same free port)."""
-
-
 def _apiserver_argv(apiserver: str, etcd_url: str, port: int, root: Path) -> list[str]:
     pki = root / "pki"
     return [
@@ -226,23 +229,14 @@ def _apiserver_argv(apiserver: str, etcd_url: str, port: int, root: Path) -> lis
 
 
 def _ready(
-    plane: ControlPlane,
-    process: subprocess.Popen[bytes],
-    log_file: Path,
-    tls: ssl.SSLContext,
-    *,
-    last: bool,
-) -> bool:
-    """Wait for the kube-apiserver's /readyz; False when it exited because its port was taken
-    (unless `last`: then it fails, as any other exit does)."""
-    taken = False
+    plane: ControlPlane, process: subprocess.Popen[bytes], log_file: Path, tls: ssl.SSLContext
+) -> None:
+    """Wait for the kube-apiserver's /readyz; PortTaken when it exited because its port was
+    taken, a failure with its log when it exited otherwise."""
 
     def ready() -> bool:
-        nonlocal taken
-        if process.poll() is not None and not last:
-            taken = "address already in use" in log_file.read_text(errors="replace")
-            if taken:
-                return True
+        if port_taken(process, log_file):
+            raise PortTaken(log_file.read_text(errors="replace")[-2000:])
         _alive(process, "kube-apiserver", log_file)
         try:
             return http.get(f"{plane.url}/readyz").status_code == 200
@@ -255,7 +249,6 @@ def _ready(
             what=f"kube-apiserver /readyz on {plane.url} (log: {log_file})",
             seconds=READY_SECONDS,
         )
-    return not taken
 
 
 @contextmanager
@@ -267,11 +260,11 @@ def start_control_plane(workdir: Path | None = None) -> Iterator[ControlPlane]:
     root = Path(tempfile.mkdtemp(prefix="kube-control-plane-")) if workdir is None else workdir
     pki = root / "pki"
     _make_pki(pki)
-    etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
+    etcd_port, peer_port = free_port(), free_port()
     etcd_url = f"http://127.0.0.1:{etcd_port}"
     plane = ControlPlane(
         workdir=root,
-        url=f"https://127.0.0.1:{api_port}",
+        url="",  # set as the kube-apiserver starts on its port
         kubeconfig=root / "admin.kubeconfig",
         etcd_url=etcd_url,
     )
@@ -307,14 +300,18 @@ def start_control_plane(workdir: Path | None = None) -> Iterator[ControlPlane]:
         admin_cert = (str(pki / "admin.crt"), str(pki / "admin.key"))
         tls = ssl.create_default_context(cafile=str(pki / "ca.crt"))
         tls.load_cert_chain(*admin_cert)
-        for attempt in range(1, BIND_TRIES + 1):  # another server may take the port first
-            api_process = _start(_apiserver_argv(apiserver, etcd_url, api_port, root), api_log)
-            plane.processes.append(api_process)
-            if _ready(plane, api_process, api_log, tls, last=attempt == BIND_TRIES):
-                break
-            plane.processes.remove(api_process)
-            api_port = free_port()
-            plane.url = f"https://127.0.0.1:{api_port}"
+
+        def start_api(port: int) -> None:
+            plane.url = f"https://127.0.0.1:{port}"
+            process = _start(_apiserver_argv(apiserver, etcd_url, port, root), api_log)
+            plane.processes.append(process)
+            try:
+                _ready(plane, process, api_log, tls)
+            except PortTaken:
+                plane.processes.remove(process)
+                raise
+
+        on_free_port(start_api, what="kube-apiserver")
         plane.write_kubeconfig(
             plane.kubeconfig,
             user={"client-certificate": admin_cert[0], "client-key": admin_cert[1]},

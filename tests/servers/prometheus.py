@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import httpx
@@ -89,6 +89,39 @@ def port_free(port: int) -> bool:
         except OSError:
             return False
         return True
+
+
+T = TypeVar("T")
+BIND_TRIES = 3
+"""Starts of a server, each on a newly picked port, while its port is taken between the pick
+and its bind (`free_port` picks below the ephemeral range, so no outgoing connection can take
+it first; another listener still may: CI's kube-apiserver once lost its port so)."""
+
+
+class PortTaken(Exception):
+    """A server exited because another process had bound its port first; says what it said."""
+
+
+def port_taken(process: subprocess.Popen[bytes] | None, log_file: Path) -> bool:
+    """Whether `process` exited saying its address was in use (Go's "address already in use",
+    Slurm's "Address already in use")."""
+    if process is None or process.poll() is None:
+        return False
+    return "address already in use" in log_file.read_text(errors="replace").lower()
+
+
+def on_free_port(start: Callable[[int], T], *, what: str) -> T:
+    """`start(port)` on a newly picked port, picked again while it raises PortTaken (having
+    stopped its process); the last of BIND_TRIES fails the test with what the server said."""
+    for _ in range(BIND_TRIES - 1):
+        try:
+            return start(free_port())
+        except PortTaken:
+            continue
+    try:
+        return start(free_port())
+    except PortTaken as exc:
+        pytest.fail(f"{what}: its port was taken {BIND_TRIES} times: {exc}", pytrace=False)
 
 
 def _ephemeral_low() -> int:

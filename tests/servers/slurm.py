@@ -37,7 +37,16 @@ import httpx
 import pytest
 
 from integrations.slurm import Labelling, Scontrol, SlurmCluster, SlurmRest
-from tests.servers.prometheus import free_port, poll, port_free, port_span, stop_process
+from tests.servers.prometheus import (
+    PortTaken,
+    free_port,
+    on_free_port,
+    poll,
+    port_free,
+    port_span,
+    port_taken,
+    stop_process,
+)
 
 PACKAGES = "slurmctld slurmd slurmrestd slurm-client munge slurm-wlm-jwt-plugin"
 NODES = tuple(f"gpu-node-{i:02d}" for i in range(16))
@@ -52,8 +61,6 @@ RESUME_EVERY = 1.0
 OWNER_FILE = "owner.json"
 #: Slurm daemons take longer than Prometheus: node registration and slurmrestd's plugin loading.
 WAIT_SECONDS = 60.0
-PORT_TRIES = 3
-"""Ports slurmrestd is started on before the fixture gives up (`_start_slurmrestd`)."""
 
 
 #: The cluster's RebootProgram: a node "reboots" by its slurmd restarting with `-b` (report
@@ -438,18 +445,19 @@ class SlurmServers:
         poll(pinged, what="slurmctld to answer scontrol ping", seconds=WAIT_SECONDS)
 
     def _start_slurmrestd(self) -> None:
-        """Start slurmrestd on a port picked as it starts, picked again (at most PORT_TRIES
-        times) when another process took it first (`free_port` picks below the ephemeral range,
-        so no outgoing connection can; another listener still may)."""
-        for _ in range(PORT_TRIES):
-            self.rest_port = free_port()
+        """Start slurmrestd on a port picked as it starts (`on_free_port`: picked again when
+        another process took it first)."""
+
+        def start(port: int) -> None:
+            self.rest_port = port
             self.slurmrestd = self._spawn(self._rest_argv(), "slurmrestd")
             try:
                 self._wait_rest()
-                return
-            except _PortTaken:
+            except PortTaken:
                 stop_process(self.slurmrestd)
-        self._alive(self.slurmrestd, "slurmrestd")  # fails, with the last log
+                raise
+
+        on_free_port(start, what="slurmrestd")
 
     def _rest_argv(self) -> list[str]:
         return [
@@ -468,16 +476,15 @@ class SlurmServers:
         ]
 
     def _wait_rest(self) -> None:
-        """Until slurmrestd answers a ping; _PortTaken when it exited unable to bind."""
+        """Until slurmrestd answers a ping; PortTaken when it exited unable to bind."""
         token = self.token()
         log = self.workdir / "log" / "slurmrestd.out"
         with httpx.Client(base_url=self.rest_url, timeout=5.0) as http:
 
             def answers() -> bool:
                 process = self.slurmrestd
-                exited = process is not None and process.poll() is not None
-                if exited and "Address already in use" in log.read_text(errors="replace"):
-                    raise _PortTaken
+                if port_taken(process, log):
+                    raise PortTaken(self._output("slurmrestd", 2000))
                 self._alive(process, "slurmrestd")
                 headers = {"X-SLURM-USER-NAME": "root", "X-SLURM-USER-TOKEN": token}
                 try:
@@ -509,10 +516,6 @@ class SlurmServers:
         whatever it said on stderr, an assertion's message included); empty before any."""
         out = self.workdir / "log" / f"{name}.out"
         return out.read_text(errors="replace")[-chars:] if out.exists() else ""
-
-
-class _PortTaken(Exception):
-    """slurmrestd exited because another process had bound its port."""
 
 
 def _hostlist(nodes: Sequence[str]) -> str:

@@ -5,7 +5,8 @@ Covers: a test server's port is picked below the kernel's ephemeral range, where
 connection can take it (an slurmd's connection to slurmctld once took slurmrestd's in CI), from
 a slice of that span of its own per pytest-xdist worker (so two workers never pick one port); the
 port picked for slurmrestd is bound by another listener when it starts: it is started again on
-another port, answers there, and the cluster's REST URL says so.
+another port, answers there, and the cluster's REST URL says so (`on_free_port`, which the
+kube-apiserver's start shares: a server whose port stays taken fails the test with what it said).
 """
 
 from __future__ import annotations
@@ -17,10 +18,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.servers import slurm as slurm_module
+from tests.servers import prometheus as prometheus_module
 from tests.servers.prometheus import (
+    BIND_TRIES,
     LISTEN_PORTS_FROM,
+    PortTaken,
     free_port,
+    on_free_port,
     port_free,
     port_span,
     stop_process,
@@ -62,7 +66,7 @@ def test_slurmrestd_starts_on_another_port_when_its_port_was_taken(
     slurm: SlurmServers, taken_port: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     picks = iter([taken_port])
-    monkeypatch.setattr(slurm_module, "free_port", lambda: next(picks, None) or free_port())
+    monkeypatch.setattr(prometheus_module, "free_port", lambda: next(picks, None) or free_port())
     stop_process(slurm.slurmrestd)
     slurm._start_slurmrestd()
     assert slurm.rest_port != taken_port
@@ -70,3 +74,17 @@ def test_slurmrestd_starts_on_another_port_when_its_port_was_taken(
     headers = {"X-SLURM-USER-NAME": "root", "X-SLURM-USER-TOKEN": slurm.token()}
     ping = httpx.get(f"{slurm.rest_url}/slurm/{REST_VERSIONS[0]}/ping", headers=headers)
     assert ping.is_success
+
+
+def test_a_port_taken_at_every_try_fails_with_what_the_server_said() -> None:
+    ports: list[int] = []
+
+    def start(port: int) -> None:
+        ports.append(port)
+        raise PortTaken(f"listen tcp 127.0.0.1:{port}: bind: address already in use")
+
+    with pytest.raises(pytest.fail.Exception) as failed:
+        on_free_port(start, what="kube-apiserver")
+    assert len(ports) == BIND_TRIES
+    assert str(failed.value).startswith(f"kube-apiserver: its port was taken {BIND_TRIES} times")
+    assert f"127.0.0.1:{ports[-1]}: bind: address already in use" in str(failed.value)
