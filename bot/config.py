@@ -337,6 +337,11 @@ class SlurmSettings(SettingsGroup):
     (deploy/slurm/node-agent.sh); read at start-up."""
     agent_environment: dict[str, str] = Field(default_factory=dict)
     """Extra environment of the agent's batch job (e.g. `GPU_ONCALL_NVIDIA_SMI`)."""
+    turns_file: Path | None = None
+    """A file every bot process of this host locks (one byte per node) so that their REST reads
+    of one node take turns: two that overlap crash a Slurm 22.05 slurmctld (docs/slurm.md).
+    Unset: a process's own threads take turns, other processes (replicas, a CLI `approve`)
+    do not. deploy/slurm sets /var/lib/gpu-oncall/slurm-node-turns."""
 
 
 class WorkSettings(SettingsGroup):

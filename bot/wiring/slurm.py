@@ -16,6 +16,7 @@ from integrations.slurm import (
     SlurmNodeAgent,
     SlurmRest,
 )
+from integrations.slurm.turns import NodeTurns, check_turns_file
 
 
 def make_slurm_cluster(settings: Settings) -> SlurmCluster:
@@ -38,7 +39,13 @@ def make_slurm_cluster(settings: Settings) -> SlurmCluster:
         reason_prefix=s.reason_prefix,
         markers_prefix=settings.kubernetes.marker_prefix,
     )
-    return SlurmCluster(rest, scontrol, labelling=labelling, drain_mode=s.drain_mode)
+    if s.turns_file is not None and (why := check_turns_file(s.turns_file)):
+        raise UserInputError(
+            f"{why}: GPU_ONCALL_SLURM__TURNS_FILE must name a file every bot process of this "
+            "host can open for writing (docs/slurm.md, \"Reads of one node take turns\")"
+        )
+    turns = NodeTurns(s.url, path=s.turns_file)
+    return SlurmCluster(rest, scontrol, labelling=labelling, drain_mode=s.drain_mode, turns=turns)
 
 
 def make_slurm_node_agent(settings: Settings) -> SlurmNodeAgent:

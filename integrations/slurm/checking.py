@@ -21,7 +21,7 @@ from integrations.slurm.cluster import SlurmCluster
 _SLURM_USER = re.compile(r"^SlurmUser\s*=\s*(\S+?)\((\d+)\)", re.MULTILINE)
 _ACCOUNTING = re.compile(r"^AccountingStorageType\s*=\s*(\S+)", re.MULTILINE)
 #: REST versions of Slurm 22.05 and older, whose slurmctld two overlapping reads of one node
-#: crash (docs/slurm.md, "Reads of one node take turns"): one process's reads take turns.
+#: crash (docs/slurm.md, "Reads of one node take turns"): what `slurm_notes` says of the turns.
 SLURM_22_05 = frozenset({"v0.0.37", "v0.0.38"})
 
 
@@ -63,10 +63,16 @@ def slurm_notes(cluster: SlurmCluster) -> list[str]:
     version = cluster.rest.detected
     if version is None or version.version not in SLURM_22_05:
         return []
+    where = cluster.turns.path
+    shared = (
+        f"this host's bot processes take turns through {where}; run them all on this host"
+        if where is not None
+        else "only this process's reads take turns: set GPU_ONCALL_SLURM__TURNS_FILE so that "
+        "every bot process of the host (replicas, the CLI) shares them"
+    )
     return [
-        f"REST {version.version} is Slurm 22.05 or older: run one bot replica. Two overlapping "
-        "reads of one node crash its slurmctld; one process's reads take turns, two processes' "
-        "cannot (docs/slurm.md, \"Reads of one node take turns\")."
+        f"REST {version.version} is Slurm 22.05 or older: two overlapping reads of one node "
+        f"crash its slurmctld; {shared} (docs/slurm.md, \"Reads of one node take turns\")."
     ]
 
 

@@ -7,18 +7,15 @@ v0.0.40+ has `POST node/{name}` and `DELETE jobs/`). Every request has a timeout
 errors and 429/502/503/504 are retried with bounded exponential backoff; answers become
 `integrations.errors` (`raise ... from exc`), an authentication failure naming the setting to
 fix. Slurm's 500 carries its own errors list (22.05 answers an unknown node with 500 and errno
-2018), so a 500 is read, never retried. Reads of one node take turns (`one_node_at_a_time`):
-two that overlap crash a 22.05 slurmctld.
+2018), so a 500 is read, never retried.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,25 +46,6 @@ class ApiVersion:
     node_update: bool  # POST node/{node_name}
     jobs_delete: bool  # DELETE jobs/ (cancel by node)
     served: tuple[str, ...] = ()
-
-
-_NODE_TURNS: dict[tuple[str, str], threading.Lock] = {}
-_NODE_TURNS_GUARD = threading.Lock()
-
-
-@contextmanager
-def one_node_at_a_time(url: str, node: str) -> Iterator[None]:
-    """Hold the turn to read `node` through the slurmrestd at `url`, process-wide.
-
-    slurmctld 22.05.8 crashes (glibc: "double free or corruption" as the thread that answered
-    exits) when two REST reads of the same node overlap: two threads reading one node brought
-    it down within 1-6 s in each of four tries, while one thread (29,000 reads) or two threads
-    reading two different nodes (35,000 reads) ran a minute without harm (docs/slurm.md).
-    Another process, another bot replica, can still overlap with this one's reads."""
-    with _NODE_TURNS_GUARD:
-        turn = _NODE_TURNS.setdefault((url, node), threading.Lock())
-    with turn:
-        yield
 
 
 class SlurmRest:

@@ -53,7 +53,7 @@ from integrations.names import (
     check_qualified_key,
     check_taint_effect,
 )
-from integrations.slurm.client import SlurmRest, one_node_at_a_time
+from integrations.slurm.client import SlurmRest
 from integrations.slurm.hostlists import expand_hostlist
 from integrations.slurm.records import (
     JOB_REQUEUE,
@@ -68,6 +68,7 @@ from integrations.slurm.records import (
     render_markers,
 )
 from integrations.slurm.scontrol import JobGone, Scontrol
+from integrations.slurm.turns import NodeTurns
 
 logger = logging.getLogger(__name__)
 DrainMode = Literal["requeue", "cancel"]
@@ -97,10 +98,14 @@ class SlurmCluster:
         *,
         labelling: Labelling | None = None,
         drain_mode: DrainMode = "requeue",
+        turns: NodeTurns | None = None,
     ) -> None:
         self.rest, self.scontrol = rest, scontrol
         self.labelling = labelling or Labelling()
         self.drain_mode: DrainMode = drain_mode
+        self.turns = turns or NodeTurns(rest.url)
+        """Reads of one node take turns (integrations/slurm/turns.py: overlapping ones crash
+        a 22.05 slurmctld); by default within this process only."""
 
     def close(self) -> None:
         self.rest.http.close()
@@ -333,7 +338,7 @@ class SlurmCluster:
         return info
 
     def _read_node(self, name: str) -> dict[str, Any]:
-        with one_node_at_a_time(self.rest.url, name):  # overlapping reads crash 22.05
+        with self.turns.reading(name):  # overlapping reads crash a 22.05 slurmctld
             body = self.rest.slurm(
                 "GET", f"node/{name}", what=f"read node {name}", missing=lambda: NodeNotFound(name)
             )

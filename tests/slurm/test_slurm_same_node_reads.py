@@ -1,28 +1,44 @@
-"""Reads of one node take turns: two REST reads of the same node that overlap crash a 22.05.8
-slurmctld ("double free or corruption" as its answering thread exits; docs/slurm.md), and the
-bot reads a node from several threads at once (a stage's steps, the evidence snapshot, a
-remediation's checks).
+"""Reads of one node take turns (integrations/slurm/turns.py): two REST reads of the same node
+that overlap crash a 22.05.8 slurmctld ("double free or corruption" as its answering thread
+exits; docs/slurm.md), and the bot reads a node from several threads at once (a stage's steps,
+the evidence snapshot, a remediation's checks) and from several processes (replicas, a CLI
+`approve` while `serve` runs).
 
 On the session's real cluster: eight threads, each with its own adapter, read one node 300 times
-each and the controller is still up (without the turns it died within seconds). By failure
-injection: a second read of a node waits for the first to end, while reads of two different
-nodes still overlap.
+each, and two bot processes sharing a turns file (`slurm.turns_file`, through the settings) read
+it from four threads each; the controller is still up (without the turns it died within
+seconds). By failure injection: a second read of a node waits for the first to end, while reads
+of two different nodes still overlap; another process holding a node's turn in the file holds
+this one's read of that node back, not of another node; an unopenable turns file is refused at
+start naming the setting.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
+from bot.config import Settings, SlurmSettings
+from bot.errors import UserInputError
+from bot.wiring.slurm import make_slurm_cluster as wire_slurm_cluster
 from integrations.slurm import Scontrol, SlurmCluster, SlurmRest
+from integrations.slurm.turns import NodeTurns
 from tests.servers.slurm import SlurmServers, make_slurm_cluster
+from tests.slurm.test_slurm_ecc_storm_journey import slurm_env
 
 NODE = "gpu-node-03"
 READERS, READS = 8, 300
 WAIT = 10.0  # seconds a thread waits for another before the test gives up on it
+URL = "http://slurmrestd.test"
 
 
 def _run_all(work: list[Callable[[], object]]) -> list[BaseException]:
@@ -43,6 +59,15 @@ def _run_all(work: list[Callable[[], object]]) -> list[BaseException]:
     return failed
 
 
+def _controller_up(slurm: SlurmServers) -> None:
+    controller = slurm.slurmctld
+    assert controller is not None and controller.poll() is None, (
+        f"slurmctld exited with {controller and controller.returncode}: "
+        f"{slurm._output('slurmctld', 600)}"
+    )
+    assert "is UP" in slurm.run("scontrol", "ping", check=False)
+
+
 def test_many_threads_reading_one_node_leave_the_controller_up(slurm: SlurmServers) -> None:
     clusters = [make_slurm_cluster(slurm) for _ in range(READERS)]
 
@@ -59,17 +84,44 @@ def test_many_threads_reading_one_node_leave_the_controller_up(slurm: SlurmServe
     finally:
         for cluster in clusters:
             cluster.close()
-    controller = slurm.slurmctld
-    assert controller is not None and controller.poll() is None, (
-        f"slurmctld exited with {controller and controller.returncode}: "
-        f"{slurm._output('slurmctld', 600)}"
-    )
-    assert "is UP" in slurm.run("scontrol", "ping", check=False)
+    _controller_up(slurm)
     assert failed == []
 
 
+READER = textwrap.dedent(
+    """
+    import sys, threading
+    from bot.config import Settings
+    from bot.wiring.slurm import make_slurm_cluster
+    cluster = make_slurm_cluster(Settings())
+    def read():
+        for _ in range(int(sys.argv[2])):
+            (info,) = cluster.nodes([sys.argv[1]])
+    threads = [threading.Thread(target=read) for _ in range(4)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    """
+)
+
+
+def test_two_processes_sharing_a_turns_file_leave_the_controller_up(
+    slurm: SlurmServers, tmp_path: Path
+) -> None:
+    env = os.environ | slurm_env(slurm) | {"GPU_ONCALL_SLURM__TURNS_FILE": str(tmp_path / "t")}
+    readers = [
+        subprocess.Popen(
+            [sys.executable, "-c", READER, NODE, str(READS)],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        for _ in range(2)
+    ]
+    said = [reader.communicate(timeout=120)[0] for reader in readers]
+    _controller_up(slurm)
+    assert [reader.returncode for reader in readers] == [0, 0], said
+
+
 def _mock_cluster(handler: Callable[[httpx.Request], httpx.Response]) -> SlurmCluster:
-    http = httpx.Client(base_url="http://slurmrestd.test", transport=httpx.MockTransport(handler))
+    http = httpx.Client(base_url=URL, transport=httpx.MockTransport(handler))
     return SlurmCluster(SlurmRest(http, user="root", token="t0k", retries=0), Scontrol())
 
 
@@ -125,3 +177,61 @@ def test_reads_of_two_different_nodes_still_overlap() -> None:
     cluster = _mock_cluster(handler)
     cluster.rest.detect()
     assert _run_all([lambda: cluster.nodes([NODE]), lambda: cluster.nodes(["gpu-node-05"])]) == []
+
+
+HOLDER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from integrations.slurm.turns import NodeTurns
+    with NodeTurns(sys.argv[1], path=Path(sys.argv[2])).reading(sys.argv[3]):
+        print("held", flush=True)
+        sys.stdin.readline()
+    """
+)
+
+
+def test_another_process_holding_a_nodes_turn_holds_this_ones_read_back(tmp_path: Path) -> None:
+    turns = NodeTurns(URL, path=tmp_path / "turns")
+    other = "gpu-node-05"
+    assert turns.slot(NODE) != turns.slot(other)
+    with subprocess.Popen(
+        [sys.executable, "-c", HOLDER, URL, str(turns.path), NODE],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    ) as holder:  # fmt: skip
+        try:
+            _held_back_until_released(turns, holder, other)
+        finally:
+            holder.kill()
+
+
+def _held_back_until_released(
+    turns: NodeTurns, holder: subprocess.Popen[str], other: str
+) -> None:
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    entered = {node: threading.Event() for node in (NODE, other)}
+
+    def read(node: str) -> None:
+        with turns.reading(node):
+            entered[node].set()
+
+    threading.Thread(target=read, args=(other,)).start()
+    assert entered[other].wait(WAIT)  # another node's turn is free
+    waiting = threading.Thread(target=read, args=(NODE,))
+    waiting.start()
+    assert not entered[NODE].wait(0.2)  # room to enter, were it not held back
+    assert holder.stdin is not None
+    holder.stdin.write("done\n")
+    holder.stdin.flush()
+    assert entered[NODE].wait(WAIT)
+    waiting.join(WAIT)
+
+
+def test_an_unopenable_turns_file_is_refused_at_start_naming_the_setting(tmp_path: Path) -> None:
+    settings = Settings(
+        cluster="slurm",
+        slurm=SlurmSettings(token="t0k", turns_file=tmp_path / "missing-dir" / "turns"),
+    )
+    said = r"cannot open slurm.turns_file .*missing-dir/turns: No such file or directory: "
+    with pytest.raises(UserInputError, match=said + "GPU_ONCALL_SLURM__TURNS_FILE must name"):
+        wire_slurm_cluster(settings)
