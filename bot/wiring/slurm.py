@@ -11,12 +11,13 @@ from bot.errors import UserInputError
 from integrations.slurm import (
     SCRIPT_FILE,
     Labelling,
+    NodeTurns,
     Scontrol,
     SlurmCluster,
     SlurmNodeAgent,
     SlurmRest,
+    check_turns_file,
 )
-from integrations.slurm.turns import NodeTurns, check_turns_file
 
 
 def make_slurm_cluster(settings: Settings) -> SlurmCluster:

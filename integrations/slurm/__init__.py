@@ -6,13 +6,16 @@ from integrations.slurm.client import ApiVersion, SlurmRest
 from integrations.slurm.cluster import SlurmCluster
 from integrations.slurm.records import Labelling
 from integrations.slurm.scontrol import Scontrol
+from integrations.slurm.turns import NodeTurns, check_turns_file
 
 __all__ = [
     "SCRIPT_FILE",
     "ApiVersion",
     "Labelling",
+    "NodeTurns",
     "Scontrol",
     "SlurmCluster",
     "SlurmNodeAgent",
     "SlurmRest",
+    "check_turns_file",
 ]
