@@ -29,7 +29,7 @@ class ClusterCheck:
     backend: str  # sim | kubernetes | slurm
     permissions: tuple[Permission, ...]
     identity: str = ""  # whom the API server authenticated (SelfSubjectReview)
-    notes: tuple[str, ...] = ()  # what to know beyond the permissions (Slurm 22.05: one replica)
+    notes: tuple[str, ...] = ()  # what to know beyond them (Slurm 22.05: whose reads take turns)
 
     @property
     def missing(self) -> tuple[Permission, ...]:
@@ -139,4 +139,3 @@ def cluster_check(settings: Settings, term: Terminal, *, as_json: bool) -> int:
         for line in render_check(report):
             term.line(line)
     return 0 if report.ok else 1
-

@@ -20,15 +20,12 @@ first: no two threads of a process ever hold one slot's record lock together.
 from __future__ import annotations
 
 import fcntl
-import logging
 import os
 import threading
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-
-logger = logging.getLogger(__name__)
 
 SLOTS = 1 << 16
 """Distinct turns (bytes of the turns file): nodes whose slots collide take turns together."""
