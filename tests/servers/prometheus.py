@@ -113,15 +113,13 @@ def port_taken(process: subprocess.Popen[bytes] | None, log_file: Path) -> bool:
 def on_free_port(start: Callable[[int], T], *, what: str) -> T:
     """`start(port)` on a newly picked port, picked again while it raises PortTaken (having
     stopped its process); the last of BIND_TRIES fails the test with what the server said."""
-    for _ in range(BIND_TRIES - 1):
+    for attempt in range(1, BIND_TRIES + 1):
         try:
             return start(free_port())
-        except PortTaken:
-            continue
-    try:
-        return start(free_port())
-    except PortTaken as exc:
-        pytest.fail(f"{what}: its port was taken {BIND_TRIES} times: {exc}", pytrace=False)
+        except PortTaken as exc:
+            if attempt == BIND_TRIES:
+                pytest.fail(f"{what}: its port was taken {BIND_TRIES} times: {exc}", pytrace=False)
+    raise AssertionError("unreachable: the last try returns or fails")
 
 
 def _ephemeral_low() -> int:

@@ -241,18 +241,27 @@ class SlurmServers:
 
         poll(resumed_idle, what="every node idle", seconds=WAIT_SECONDS, detail=left)
 
+    def controller_lost(self) -> str:
+        """How the session's slurmctld was lost (`exited with -6`, `stopped answering`); ""
+        while it runs and answers `scontrol ping`."""
+        process = self.slurmctld
+        if process is not None and process.poll() is not None:
+            return f"exited with {process.returncode}"
+        if process is None or "is UP" not in self.run("scontrol", "ping", check=False):
+            return "stopped answering"
+        return ""
+
     def _controller_answers(self) -> None:
         """If slurmctld exited or stopped answering pings since the last test, start it again
         (with a clean state) so the session's later tests have a cluster, and fail this test
         with the lost controller's exit status and the end of its output (one CI run lost it
         partway through: every later Slurm test of that worker failed on `squeue`)."""
-        process = self.slurmctld
-        exited = process is None or process.poll() is not None
-        if not exited and "is UP" in self.run("scontrol", "ping", check=False):
+        how = self.controller_lost()
+        if not how:
             return
         said = self._output("slurmctld", 4000) or "(none)"  # read before a restart replaces it
-        how = f"exited with {process.returncode}" if exited and process else "stopped answering"
-        if process is not None and not exited:
+        process = self.slurmctld
+        if process is not None and process.poll() is None:
             process.kill()
         stop_process(process)
         self._start_slurmctld()
