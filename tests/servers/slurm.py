@@ -182,8 +182,21 @@ class SlurmServers:
             "--wrap=sleep 3600",
         )
         job = out.strip().split(";")[0]
-        poll(lambda: self.job_state(job) == "RUNNING", what=f"job {job} running on {node}")
+        poll(
+            lambda: self.job_state(job) == "RUNNING",
+            what=f"job {job} running on {node}",
+            detail=lambda: self._pending(job, node),
+        )
         return job
+
+    def _pending(self, job: str, node: str) -> str:
+        """Why `job` is not running yet: its state and reason, the node's state, and the end of
+        slurmctld's log (a failed submit-time schedule waits for the next backfill pass)."""
+        said = self.run("squeue", "-h", "-j", job, "-o", "%T %r", check=False).strip()
+        return (
+            f"job {said or 'gone'}; {node} {self.node_state(node)}; slurmctld's log ends:\n"
+            f"{self._output('slurmctld', 1500)}"
+        )
 
     def job_state(self, job: str) -> str:
         out = self.run("squeue", "-h", "-j", job, "-o", "%T", check=False)
@@ -379,6 +392,10 @@ class SlurmServers:
             "JobCompType=jobcomp/none",
             "MpiDefault=none",
             "SchedulerType=sched/backfill",
+            # A batch job starts at the scheduler's pass after its submit (batch_sched_delay, ~3
+            # s); one that pass skips waited for the periodic passes, 30 s (backfill) and 60 s
+            # (main) by default, as long as the tests' polls. Every 5 s here instead.
+            "SchedulerParameters=bf_interval=5,sched_interval=5",
             "SelectType=select/cons_tres",
             "SelectTypeParameters=CR_Core",
             "GresTypes=gpu",
