@@ -191,7 +191,8 @@ class SlurmServers:
 
     def _pending(self, job: str, node: str) -> str:
         """Why `job` is not running yet: its state and reason, the node's state, and the end of
-        slurmctld's log (a failed submit-time schedule waits for the next backfill pass)."""
+        slurmctld's log (a job the scheduler's pass after its submit skips waits for the next
+        periodic pass)."""
         said = self.run("squeue", "-h", "-j", job, "-o", "%T %r", check=False).strip()
         return (
             f"job {said or 'gone'}; {node} {self.node_state(node)}; slurmctld's log ends:\n"
